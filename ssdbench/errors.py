@@ -1,0 +1,23 @@
+"""Errors that are the user's to fix: the CLI prints them as one line and exits with 2."""
+
+
+class SsdbenchError(Exception):
+    """A known problem with input or environment; `str(err)` is the whole message."""
+
+    exit_code = 2
+
+
+class UsageError(SsdbenchError):
+    """An option or argument that cannot be used as given."""
+
+
+class ModelNotFoundError(SsdbenchError):
+    """A model spec that resolved to nothing; the message lists where it looked."""
+
+
+class SuiteError(SsdbenchError):
+    """An unknown suite name or a prompt file that cannot be read."""
+
+
+class RunDirectoryError(SsdbenchError):
+    """A run directory that cannot be written, or read back."""
