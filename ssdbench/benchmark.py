@@ -1,0 +1,96 @@
+"""Runs every (method, engine) variant of a run over the same requests and records them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.config import RunConfig
+from ssdbench.decoding.batch import new_batch
+from ssdbench.decoding.hf_baselines import hf_generate
+from ssdbench.decoding.loop import decode_batch
+from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.decoding.variants import HF_METHODS, build_proposer, row_sampling, variants
+from ssdbench.models.model_set import NGRAM, ModelSet
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The tokenised requests of a run, identical for every variant."""
+
+    suite: str
+    prompt_ids: tuple[str, ...]
+    token_ids: tuple[tuple[int, ...], ...]
+    eos_ids: frozenset[int]
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.prompt_ids)
+
+
+def request_seed(config: RunConfig, request_idx: int, repeat: int) -> int:
+    """The same seed for a request in every variant, distinct across repeats."""
+    return config.seed + 1_000_003 * repeat + request_idx
+
+
+def count_units(config: RunConfig, workload: Workload) -> int:
+    """Progress units: one per request per variant."""
+    return len(variants(config)) * workload.num_requests * config.repeats
+
+
+def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: Recorder, advance: Callable[[str, int], None]) -> None:
+    for method, engine in variants(config):
+        for repeat in range(config.repeats):
+            if method in HF_METHODS:
+                _run_hf_baseline(config, models, workload, recorder, method, repeat, advance)
+            else:
+                _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance)
+
+
+def _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance) -> None:
+    target = models.target(engine)
+    k = config.k if method != "ar" else 0
+    for start in range(0, workload.num_requests, config.batch_size):
+        idx = list(range(start, min(start + config.batch_size, workload.num_requests)))
+        seed = request_seed(config, idx[0], repeat)
+        generator = torch.Generator(device=target.device).manual_seed(seed)
+        proposer = build_proposer(method, engine, models, len(idx), generator)
+        batch = new_batch(
+            [list(workload.token_ids[i]) for i in idx], max_new_tokens=config.max_new_tokens,
+            eos_ids=frozenset() if config.ignore_eos else workload.eos_ids, lookahead=k,
+        )
+        sampling = row_sampling(config, len(idx), draft=False, device=target.device)
+        timing, steps = decode_batch(target, proposer, batch, sampling, generator)
+        keys = [RequestKey(method, engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
+        recorder.add_steps(keys, steps)
+        for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
+            rounds = sum(1 for s in steps if s.row == row_idx)
+            times = (timing.start_ns, timing.first_token_ns, timing.row_end_ns[row_idx])
+            recorder.add_request(key, row, seed=seed, temperature=config.temperature, times_ns=times, rounds=rounds)
+        advance(f"{method}@{engine}", len(idx))
+
+
+def _run_hf_baseline(config, models, workload, recorder, method, repeat, advance) -> None:
+    from ssdbench.decoding.batch import RowState
+
+    model = models.hf_target()
+    assisted = method == "hf-assisted"
+    assistant = models.hf_draft() if assisted and config.draft != NGRAM else None
+    lookup = config.k if assisted and config.draft == NGRAM else None
+    for i in range(workload.num_requests):
+        seed = request_seed(config, i, repeat)
+        prompt = list(workload.token_ids[i])
+        result = hf_generate(
+            model, prompt, max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+            ignore_eos=config.ignore_eos, seed=seed, assistant=assistant, prompt_lookup_tokens=lookup, lookahead=config.k,
+        )
+        row = RowState(prompt_ids=prompt, tokens=prompt, max_new_tokens=config.max_new_tokens,
+                       eos_ids=frozenset() if config.ignore_eos else workload.eos_ids)
+        row.tokens = list(prompt)
+        row.commit(result.output_ids, round_idx=0)
+        key = RequestKey(method, "transformers", workload.suite, workload.prompt_ids[i], i, repeat)
+        recorder.add_request(key, row, seed=seed, temperature=config.temperature,
+                             times_ns=(result.start_ns, result.first_token_ns, result.end_ns), rounds=0)
+        advance(method, 1)

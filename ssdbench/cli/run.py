@@ -1,0 +1,110 @@
+"""`ssdbench run`: the methods side by side on one suite, every round recorded."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ssdbench.cli import options as opt
+from ssdbench.cli.errors import reports_errors
+from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
+from ssdbench.errors import UsageError
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@reports_errors
+def run_command(
+    target: opt.Target = DEFAULT_TARGET,
+    draft: opt.Draft = DEFAULT_DRAFT,
+    suite: opt.Suite = "humaneval",
+    methods: opt.Methods = "ar,sd",
+    k: opt.Lookahead = 4,
+    temperature: opt.Temperature = 0.0,
+    draft_temperature: opt.DraftTemperature = None,
+    top_p: opt.TopP = 1.0,
+    batch_size: opt.BatchSize = 1,
+    max_new_tokens: opt.MaxNewTokens = 64,
+    ignore_eos: opt.IgnoreEos = False,
+    num_prompts: opt.NumPrompts = 8,
+    repeats: opt.Repeats = 1,
+    seed: opt.Seed = 0,
+    device: opt.Device = "cpu",
+    dtype: opt.Dtype = "float32",
+    out: opt.Out = None,
+    engine: opt.Engine = "native",
+    attention: opt.Attention = "sdpa",
+    threads: opt.Threads = None,
+    data_dir: opt.DataDir = None,
+    chat_template: opt.ChatTemplate = True,
+    allow_download: opt.AllowDownload = False,
+    format: opt.Format = "table",
+) -> None:
+    if format not in ("table", "json"):
+        raise UsageError(f"--format must be 'table' or 'json', got '{format}'")
+    if num_prompts is not None and num_prompts < 0:
+        raise UsageError(f"--num-prompts must be >= 0, got {num_prompts}")
+    config = RunConfig(
+        target=target, draft=draft, suite=suite, methods=_split(methods), k=k, temperature=temperature,
+        draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
+        ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
+        dtype=dtype, engines=_split(engine), attention=attention, threads=threads, chat_template=chat_template,
+        data_dir=data_dir, out=out, allow_download=allow_download,
+    )
+    perform_run(config, format=format)
+
+
+def perform_run(config: RunConfig, *, format: str = "table") -> None:
+    """Validate everything cheap, claim the run directory, run, print the summary."""
+    from ssdbench import benchmark, session
+    from ssdbench.kernels.registry import get_backend
+    from ssdbench.models.model_set import ModelSet
+    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
+    from ssdbench.suites import load_suite
+
+    console = Console(stderr=format == "json")
+    load_suite(config.suite, data_dir=config.data_dir)  # an unknown suite fails before any model work
+    get_backend(config.attention)
+    models = ModelSet(config)
+    models.target_source, models.draft_source  # noqa: B018 - resolve both (clear error if missing)
+    models.check_vocabularies()
+    workload, suite_info = session.prepare_workload(config, models)
+    run_id = new_run_id()
+    path = config.out or default_run_dir(run_id=run_id)
+    with RunWriter.create(path, run_id, session.base_manifest(config, models, suite_info)) as writer:
+        with _progress(console) as progress:
+            task = progress.add_task("decoding", total=benchmark.count_units(config, workload))
+            recorder = session.execute(
+                config, writer, models, workload, lambda label, n: progress.update(task, advance=n, description=label)
+            )
+    _report(config, writer.path, recorder, console, format)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description:>14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), console=console, transient=True,
+    )
+
+
+def _report(config: RunConfig, path, recorder, console: Console, format: str) -> None:
+    import pandas as pd
+
+    from ssdbench.report.render import exactness_line, print_summary
+    from ssdbench.report.summary import summarize
+
+    summary = summarize(pd.DataFrame(recorder.requests), pd.DataFrame(recorder.steps))
+    greedy = config.temperature == 0
+    if format == "json":
+        payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"), "exactness": exactness_line(summary, greedy=greedy)}
+        typer.echo(json.dumps(payload, default=float))
+        return
+    title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
+             f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")
+    print_summary(summary, title=title, greedy=greedy, console=console)
+    console.print(f"Records: {path}")

@@ -1,0 +1,92 @@
+"""The settings of one `ssdbench run`, validated once, frozen, recorded in the manifest."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssdbench.errors import UsageError
+
+METHODS = ("ar", "sd", "hf-generate", "hf-assisted")
+ENGINES = ("native", "hf")
+DTYPES = ("float32", "bfloat16", "float16")
+DEFAULT_TARGET = "smollm2-135m"
+DEFAULT_DRAFT = "self-int8"
+MODEL_FREE_DRAFTS = ("ngram",)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    target: str = DEFAULT_TARGET
+    draft: str = DEFAULT_DRAFT
+    suite: str = "humaneval"
+    methods: tuple[str, ...] = ("ar", "sd")
+    k: int = 4
+    temperature: float = 0.0
+    top_p: float = 1.0
+    draft_temperature: float | None = None  # None: the target's
+    batch_size: int = 1
+    max_new_tokens: int = 64
+    ignore_eos: bool = False
+    num_prompts: int | None = 8
+    repeats: int = 1
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    engines: tuple[str, ...] = ("native",)
+    attention: str = "sdpa"
+    threads: int | None = None
+    chat_template: bool = True
+    data_dir: Path | None = None
+    out: Path | None = None
+    allow_download: bool = False
+
+    def __post_init__(self) -> None:
+        _check_positive("--k", self.k)
+        _check_positive("--batch-size", self.batch_size)
+        _check_positive("--max-new-tokens", self.max_new_tokens)
+        _check_positive("--repeats", self.repeats)
+        if self.num_prompts is not None:
+            _check_positive("--num-prompts", self.num_prompts)
+        if self.threads is not None:
+            _check_positive("--threads", self.threads)
+        if self.temperature < 0 or (self.draft_temperature is not None and self.draft_temperature < 0):
+            raise UsageError("temperatures must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise UsageError(f"--top-p must be in (0, 1], got {self.top_p}")
+        for engine in self.engines:
+            _check_choice("--engine", engine, ENGINES)
+        _check_choice("--dtype", self.dtype, DTYPES)
+        if not self.methods:
+            raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
+        for method in self.methods:
+            _check_choice("--methods", method, METHODS)
+        if len(set(self.methods)) != len(self.methods):
+            raise UsageError(f"--methods lists a method twice: {','.join(self.methods)}")
+
+    @property
+    def effective_draft_temperature(self) -> float:
+        return self.temperature if self.draft_temperature is None else self.draft_temperature
+
+    @property
+    def needs_draft_model(self) -> bool:
+        uses_draft = any(m in ("sd", "hf-assisted", "ssd") for m in self.methods)
+        return uses_draft and self.draft not in MODEL_FREE_DRAFTS
+
+    def to_dict(self) -> dict:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+def _check_positive(flag: str, value: int) -> None:
+    if value < 1:
+        raise UsageError(f"{flag} must be a positive integer, got {value}")
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        import difflib
+
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise UsageError(f"{flag}: unknown value '{value}'{hint} (choose from {', '.join(choices)})")

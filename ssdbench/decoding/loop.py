@@ -1,0 +1,172 @@
+"""The one round loop every method shares: propose, verify, commit (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.decoding.batch import DecodeBatch
+from ssdbench.decoding.protocols import CausalModel, Proposal, Proposer, empty_proposal
+from ssdbench.decoding.ragged import forward_chunks, last_logits
+from ssdbench.profiling.clock import PhaseClock
+from ssdbench.sampling.accept import Verdict, verify_proposal
+from ssdbench.sampling.params import RowSampling
+from ssdbench.sampling.probs import logits_to_probs, sample_from
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One round of one row; the columns of steps.parquet that the loop knows."""
+
+    row: int
+    round: int
+    batch_size: int
+    proposed: int
+    accepted: int
+    emitted: int
+    bonus_token: int
+    cache_hit: bool | None
+    backup: str | None
+    fan_out_total: int | None
+    t_start_ns: int
+    draft_ms: float
+    verify_ms: float
+    wait_ms: float
+    sample_ms: float
+    step_ms: float
+
+
+@dataclass
+class BatchTiming:
+    """Wall-clock instants of a batch, for TTFT / decode time per row."""
+
+    start_ns: int
+    first_token_ns: int
+    row_end_ns: list[int]
+
+
+def decode_batch(
+    target: CausalModel,
+    proposer: Proposer | None,
+    batch: DecodeBatch,
+    sampling: RowSampling,
+    generator: torch.Generator | None,
+    *,
+    verify: Callable[..., Verdict] = verify_proposal,
+) -> tuple[BatchTiming, list[StepRecord]]:
+    """Decode every row of `batch` to completion. Rows' tokens are updated in place.
+
+    `verify` is the acceptance rule; only tests swap it (for a deliberately biased one).
+    """
+    target.allocate(batch.size, batch.max_len)
+    start_ns = time.perf_counter_ns()
+    _prefill(target, batch, sampling, generator)
+    if proposer is not None:
+        proposer.prefill(batch)
+    first_token_ns = time.perf_counter_ns()
+    row_end_ns = [first_token_ns if row.is_finished else 0 for row in batch.rows]
+    steps: list[StepRecord] = []
+    clock = PhaseClock(target.device)
+    while not batch.is_done:
+        batch.round_idx += 1
+        steps.extend(_run_round(target, proposer, batch, sampling, generator, clock, verify))
+        now = time.perf_counter_ns()
+        for i, row in enumerate(batch.rows):
+            if row.is_finished and row_end_ns[i] == 0:
+                row_end_ns[i] = now
+    return BatchTiming(start_ns, first_token_ns, row_end_ns), steps
+
+
+def _prefill(target: CausalModel, batch: DecodeBatch, sampling: RowSampling, generator) -> None:
+    """Forward every prompt and draw each row's first token from the target."""
+    prompts = [row.prompt_ids for row in batch.rows]
+    logits = forward_chunks(target, prompts, [0] * batch.size)  # [B, T, V]
+    final = last_logits(logits, [len(p) for p in prompts]).unsqueeze(1)  # [B, 1, V]
+    if sampling.all_greedy:
+        first = final[:, 0].argmax(dim=-1)  # [B]
+    else:
+        first = sample_from(logits_to_probs(final, sampling)[:, 0], generator)  # [B]
+    for row, token in zip(batch.rows, first.tolist()):
+        row.commit([token], round_idx=0)
+
+
+def _run_round(
+    target: CausalModel,
+    proposer: Proposer | None,
+    batch: DecodeBatch,
+    sampling: RowSampling,
+    generator,
+    clock: PhaseClock,
+    verify: Callable[..., Verdict],
+) -> list[StepRecord]:
+    active = batch.active
+    clock.start()
+    proposal = proposer.propose(batch) if proposer is not None else empty_proposal(batch.size, target.device)
+    clock.mark("proposed")
+    logits = _verify_forward(target, batch, proposal)  # [B, 1+W, V]
+    clock.mark("verified")
+    width = logits.shape[1] - 1
+    verdict = verify(
+        logits, proposal.tokens[:, :width], _q_columns(proposal, width), proposal.num_proposed, sampling, generator
+    )
+    num_accepted, next_token = verdict.num_accepted.tolist(), verdict.next_token.tolist()
+    clock.mark("sampled")
+    emitted = _commit(batch, proposal, num_accepted, next_token)
+    if proposer is not None:
+        proposer.observe(batch, num_accepted)
+    clock.mark("end")
+    clock.resolve()
+    return _records(batch, active, proposal, num_accepted, next_token, emitted, clock)
+
+
+def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal) -> torch.Tensor:
+    """One target forward over [pending, x_1..x_W] per row, at the row's next positions."""
+    width = proposal.width
+    drafts = proposal.tokens[:, :width].tolist()
+    chunks, starts = [], []
+    for i, row in enumerate(batch.rows):
+        if row.is_finished:  # keeps shapes fixed; writes only slots this row no longer reads
+            chunks.append([row.tokens[-1]] * (width + 1))
+            starts.append(0)
+        else:
+            chunks.append([row.tokens[-1]] + drafts[i])
+            starts.append(row.target_len)
+    return forward_chunks(target, chunks, starts)
+
+
+def _q_columns(proposal: Proposal, width: int) -> torch.Tensor | None:
+    return None if proposal.q is None else proposal.q[:, :width]
+
+
+def _commit(batch: DecodeBatch, proposal: Proposal, num_accepted: list[int], next_token: list[int]) -> list[int]:
+    drafts = proposal.tokens.tolist()
+    emitted = [0] * batch.size
+    for i in batch.active:
+        n = num_accepted[i]
+        emitted[i] = batch.rows[i].commit(drafts[i][:n] + [next_token[i]], batch.round_idx)
+    return emitted
+
+
+def _records(batch, active, proposal, num_accepted, next_token, emitted, clock) -> list[StepRecord]:
+    draft_ms = proposal.draft_ms if proposal.draft_ms else clock.elapsed_ms("start", "proposed")
+    verify_ms = clock.elapsed_ms("proposed", "verified")
+    sample_ms = clock.elapsed_ms("verified", "sampled")
+    step_ms = clock.elapsed_ms("start", "end")
+    num_proposed = proposal.num_proposed.tolist()
+    records = []
+    for i in active:
+        records.append(
+            StepRecord(
+                row=i, round=batch.round_idx, batch_size=batch.size, proposed=num_proposed[i],
+                accepted=num_accepted[i], emitted=emitted[i], bonus_token=next_token[i],
+                cache_hit=proposal.cache_hit[i] if proposal.cache_hit else None,
+                backup=proposal.backup[i] if proposal.backup else None,
+                fan_out_total=proposal.fan_out_total[i] if proposal.fan_out_total else None,
+                t_start_ns=clock.t_start_ns, draft_ms=draft_ms, verify_ms=verify_ms,
+                wait_ms=proposal.wait_ms, sample_ms=sample_ms, step_ms=step_ms,
+            )
+        )
+    return records

@@ -1,0 +1,64 @@
+"""Collects the loop's per-round and per-request results as columns for steps/requests.parquet.
+
+Appending to Python lists per row and round keeps recording off the decode path's cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from ssdbench.decoding.batch import RowState
+from ssdbench.decoding.loop import StepRecord
+
+STEP_FIELDS = tuple(f.name for f in fields(StepRecord))
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """Identifies one request of a run; repeated on every row of both tables."""
+
+    method: str
+    engine: str
+    suite: str
+    prompt_id: str
+    request_idx: int
+    repeat: int
+
+
+@dataclass
+class Recorder:
+    run_id: str
+    steps: dict[str, list] = field(default_factory=dict)
+    requests: dict[str, list] = field(default_factory=dict)
+
+    def add_steps(self, keys: list[RequestKey], records: list[StepRecord]) -> None:
+        for record in records:
+            self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row])})
+            self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS if name != "row"})
+            self._append(self.steps, {"row": record.row})
+
+    def add_request(self, key: RequestKey, row: RowState, *, seed: int, temperature: float, times_ns: tuple[int, int, int], rounds: int) -> None:
+        start_ns, first_ns, end_ns = times_ns
+        new_tokens = row.num_new
+        decode_ms = (end_ns - first_ns) / 1e6
+        per_token = decode_ms / (new_tokens - 1) if new_tokens > 1 and decode_ms > 0 else None
+        self._append(self.requests, {
+            "run_id": self.run_id, **_key_dict(key), "seed": seed, "temperature": temperature,
+            "prompt_tokens": len(row.prompt_ids), "new_tokens": new_tokens,
+            "ttft_ms": (first_ns - start_ns) / 1e6, "decode_ms": decode_ms, "tpot_ms": per_token,
+            "decode_tokens_per_s": 1000.0 / per_token if per_token else None, "rounds": rounds,
+            "finish_reason": row.finish_reason or "length",
+            "prompt_token_ids": list(row.prompt_ids), "output_token_ids": row.output_ids,
+        })
+
+    @staticmethod
+    def _append(table: dict[str, list], values: dict) -> None:
+        for name, value in values.items():
+            table.setdefault(name, []).append(value)
+
+
+def _key_dict(key: RequestKey) -> dict:
+    return {
+        "method": key.method, "engine": key.engine, "suite": key.suite, "prompt_id": key.prompt_id,
+        "request_idx": key.request_idx, "repeat": key.repeat,
+    }

@@ -1,0 +1,57 @@
+"""A static, slot-indexed KV cache: fixed shapes, no lengths inside.
+
+Each row b of the batch owns slots [0, S_max) per layer. A forward writes its new keys
+and values at the slots the caller names (per row, any order), and attention reads a
+prefix of slots through a mask. The caller tracks how many slots each row has
+committed, so rolling back rejected drafts is just not advancing that length: the stale
+slots are overwritten by the next write and masked until then.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class StaticKVCache:
+    """K and V buffers [L, B, Hkv, S_max, D], written at per-row slots."""
+
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        batch_size: int,
+        num_kv_heads: int,
+        max_len: int,
+        head_dim: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        size = (num_layers, batch_size, num_kv_heads, max_len, head_dim)
+        self.k = torch.zeros(size, device=device, dtype=dtype)  # [L, B, Hkv, S_max, D]
+        self.v = torch.zeros(size, device=device, dtype=dtype)  # [L, B, Hkv, S_max, D]
+
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[3]
+
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+    def slot_index(self, slots: torch.Tensor) -> torch.Tensor:
+        """Scatter index for `write`, built once per forward: [B, T] -> [B, Hkv, T, D]."""
+        b, t = slots.shape
+        _, _, hkv, _, d = self.k.shape
+        return slots.view(b, 1, t, 1).expand(b, hkv, t, d)  # [B, Hkv, T, D]
+
+    def write(self, layer: int, index: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+        """Store k_new, v_new [B, Hkv, T, D] at the slots behind `index` (from `slot_index`)."""
+        self.k[layer].scatter_(2, index, k_new)
+        self.v[layer].scatter_(2, index, v_new)
+
+    def read(self, layer: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of slots [0, span) of one layer: k, v [B, Hkv, span, D]."""
+        return self.k[layer, :, :, :span], self.v[layer, :, :, :span]

@@ -1,0 +1,113 @@
+"""The models of one run, loaded once and shared by every method and engine.
+
+Native models are built from the same state dict as transformers' ones, so `--engine
+native,hf` compares the two codes on the same weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import torch
+
+from ssdbench.config import RunConfig
+from ssdbench.errors import UsageError
+
+SELF_INT8 = "self-int8"
+NGRAM = "ngram"
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+@dataclass
+class ModelSet:
+    """Resolves the target and draft once; builds each engine's models when first asked."""
+
+    config: RunConfig
+    _cache: dict = field(default_factory=dict)
+
+    @cached_property
+    def target_source(self):
+        from ssdbench.models.source import resolve_model
+
+        return resolve_model(self.config.target, allow_download=self.config.allow_download)
+
+    @cached_property
+    def draft_source(self):
+        if self.config.draft in (SELF_INT8, NGRAM):
+            return None
+        from ssdbench.models.source import resolve_model
+
+        return resolve_model(self.config.draft, allow_download=self.config.allow_download)
+
+    @cached_property
+    def tokenizer(self):
+        from ssdbench.models.weights import load_tokenizer
+
+        return load_tokenizer(self.target_source)
+
+    @cached_property
+    def target_hf_config(self):
+        from ssdbench.models.weights import load_config
+
+        return load_config(self.target_source)
+
+    def check_vocabularies(self) -> None:
+        """Target and draft must share a vocabulary; checked before any work starts."""
+        if self.draft_source is None:
+            return
+        from ssdbench.models.weights import check_same_vocabulary, load_config, load_tokenizer
+
+        check_same_vocabulary(
+            (self.target_hf_config, self.tokenizer), (load_config(self.draft_source), load_tokenizer(self.draft_source))
+        )
+
+    def target(self, engine: str):
+        return self._get(("target", engine), lambda: self._build(self.target_source, engine, int8=False))
+
+    def draft(self, engine: str):
+        if self.config.draft == NGRAM:
+            raise UsageError("the ngram draft has no model")
+        if self.config.draft == SELF_INT8:
+            return self._get(("draft", engine), lambda: self._build(self.target_source, engine, int8=True))
+        return self._get(("draft", engine), lambda: self._build(self.draft_source, engine, int8=False))
+
+    def hf_target(self):
+        """transformers' own model (for `--engine hf` and the generate baselines)."""
+        return self._get(("hf-model", "target"), lambda: self._load_hf(self.target_source))
+
+    def hf_draft(self):
+        if self.config.draft == SELF_INT8:
+            from ssdbench.models.hf_engine import quantize_hf_int8
+
+            return self._get(("hf-model", "draft"), lambda: quantize_hf_int8(self.hf_target()))
+        return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
+
+    def _get(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def _load_hf(self, source):
+        from ssdbench.models.hf_engine import load_hf_model
+
+        return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.config.device)
+
+    def _build(self, source, engine: str, *, int8: bool):
+        if engine == "hf":
+            from ssdbench.models.hf_engine import HfCausalLM, quantize_hf_int8
+
+            model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
+            return HfCausalLM(model)
+        from ssdbench.models.llama import build_native_model
+        from ssdbench.models.weights import load_config, load_state_dict
+
+        dtype = torch_dtype(self.config.dtype)
+        state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
+        return build_native_model(
+            load_config(source), state, device=self.config.device, dtype=dtype,
+            backend=self.config.attention, weights="int8" if int8 else "fp32",
+        )

@@ -1,0 +1,152 @@
+"""Read a run directory back: refuse anything incomplete, unknown or damaged, in one line.
+
+Older schema versions are upgraded in memory, one version at a time, by the functions in
+`UPGRADERS` (from-version -> function returning the next version's manifest and tables).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ssdbench.errors import RunDirectoryError
+from ssdbench.records import schema
+
+Tables = dict[str, pa.Table]
+Upgrader = Callable[[dict, Tables], tuple[dict, Tables]]
+
+# UPGRADERS[n] turns a version-n run into a version-(n+1) run. Only v1 exists so far; a
+# v2 schema adds UPGRADERS[1] here and bumps schema.SCHEMA_VERSION.
+UPGRADERS: dict[int, Upgrader] = {}
+
+_NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
+                    pa.bool_(): pd.BooleanDtype()}
+
+
+@dataclass
+class Run:
+    """A complete run. Nullable integer/bool columns use pandas' nullable dtypes (<NA>)."""
+
+    path: Path
+    manifest: dict
+    steps: pd.DataFrame
+    requests: pd.DataFrame
+    gpu: pd.DataFrame
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    """The manifest of run directory `path`, whatever its status."""
+    path = Path(path)
+    if not path.exists():
+        raise RunDirectoryError(f"no run at {path}: it does not exist")
+    if not path.is_dir():
+        raise RunDirectoryError(f"{path} is not a run directory: it is not a directory")
+    manifest_path = path / schema.MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise RunDirectoryError(f"{path} is not an ssdbench run: it has no "
+                                f"{schema.MANIFEST_NAME}")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunDirectoryError(f"{manifest_path} is unreadable: {_one_line(err)}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("schema_version"), int):
+        raise RunDirectoryError(f"{manifest_path} is not an ssdbench manifest: no "
+                                "schema_version")
+    return manifest
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > schema.SCHEMA_VERSION:
+        raise RunDirectoryError(
+            f"{path} uses records schema v{version}, newer than this ssdbench knows "
+            f"(v{schema.SCHEMA_VERSION}); upgrade ssdbench to read it")
+    if version < 1:
+        raise RunDirectoryError(f"{path} has an invalid records schema version {version}")
+
+
+def _check_status(path: Path, manifest: dict) -> None:
+    status = manifest.get("status")
+    if status == schema.STATUS_COMPLETE:
+        return
+    if status == schema.STATUS_RUNNING:
+        reason = "still running, or its process ended before finishing"
+    else:
+        reason = manifest.get("reason") or "no reason recorded"
+    raise RunDirectoryError(f"{path} is not a complete run: status {status!r} "
+                            f"({_one_line(reason)})")
+
+
+def _read_table(path: Path, name: str, version: int) -> pa.Table:
+    file = path / f"{name}.parquet"
+    if not file.is_file():
+        raise RunDirectoryError(f"{file} is missing: the run directory is incomplete")
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise RunDirectoryError(f"{file} is corrupt or unreadable: {_one_line(err)}") from None
+    meta = table.schema.metadata or {}
+    file_version = meta.get(schema.VERSION_KEY, b"").decode() or None
+    if file_version != str(version):
+        raise RunDirectoryError(f"{file} has records schema version {file_version}, but "
+                                f"the manifest says {version}")
+    return table
+
+
+def _upgrade(path: Path, manifest: dict, tables: Tables, version: int) -> tuple[dict, Tables]:
+    while version < schema.SCHEMA_VERSION:
+        upgrader = UPGRADERS.get(version)
+        if upgrader is None:
+            raise RunDirectoryError(f"{path} uses records schema v{version}, which this "
+                                    "ssdbench can no longer read")
+        manifest, tables = upgrader(manifest, tables)
+        version += 1
+        manifest = {**manifest, "schema_version": version}
+    return manifest, tables
+
+
+def _conform(path: Path, name: str, table: pa.Table) -> pa.Table:
+    """Select and cast the current schema's columns; refuse a table that lacks some."""
+    target = schema.schema_for(name)
+    missing = [n for n in target.names if n not in table.column_names]
+    if missing:
+        raise RunDirectoryError(f"{path / f'{name}.parquet'} lacks column(s): "
+                                f"{', '.join(missing)}")
+    try:
+        return table.select(target.names).cast(target)
+    except (pa.ArrowException, ValueError) as err:
+        raise RunDirectoryError(f"{path / f'{name}.parquet'} has unexpected column types: "
+                                f"{_one_line(err)}") from None
+
+
+def _to_pandas(name: str, table: pa.Table) -> pd.DataFrame:
+    frame = table.to_pandas()
+    for col in schema.COLUMNS[name]:
+        if col.nullable and col.type in _NULLABLE_DTYPES:
+            frame[col.name] = table.column(col.name).to_pandas(
+                types_mapper=_NULLABLE_DTYPES.get)
+    return frame
+
+
+def load_run(path: str | os.PathLike) -> Run:
+    """Load a complete run directory; RunDirectoryError (one line) for anything else."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    version = manifest["schema_version"]
+    _check_version(path, version)
+    _check_status(path, manifest)
+    tables = {name: _read_table(path, name, version) for name in schema.TABLE_NAMES}
+    manifest, tables = _upgrade(path, manifest, tables, version)
+    frames = {name: _to_pandas(name, _conform(path, name, tables[name]))
+              for name in schema.TABLE_NAMES}
+    return Run(path=path, manifest=manifest, **frames)

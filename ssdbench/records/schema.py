@@ -1,0 +1,175 @@
+"""The one place where run-record columns are defined: names, Arrow types, units, meaning.
+
+A run directory holds `manifest.json` and one Parquet file per table (`steps`, `requests`,
+`gpu`). Column names carry their unit (`_ms`, `_ns`, `_mib`, `_w`, `_mj`, `_pct`, `_mhz`,
+`_per_s`). Timestamps ending `_ns` are `time.time_ns()` (Unix epoch), one clock for every
+table and process, so GPU samples line up with rounds.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+# Key under which the version is stored in each Parquet file's key-value metadata.
+VERSION_KEY = b"ssdbench.schema_version"
+TABLE_KEY = b"ssdbench.table"
+
+MANIFEST_NAME = "manifest.json"
+TABLE_NAMES = ("steps", "requests", "gpu")
+STATUS_RUNNING, STATUS_COMPLETE = "running", "complete"
+STATUS_FAILED, STATUS_INTERRUPTED = "failed", "interrupted"
+
+
+class SchemaError(ValueError):
+    """Columns that do not fit a table's schema: a bug in the code producing them."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    description: str
+    nullable: bool = False
+
+
+def _c(name: str, type_: pa.DataType, description: str, *, nullable: bool = False) -> Column:
+    return Column(name, type_, description, nullable)
+
+
+_STR, _I32, _I64, _F64 = pa.string(), pa.int32(), pa.int64(), pa.float64()
+
+_REQUEST_KEY = (
+    _c("run_id", _STR, "id of the run (also the run directory's default name)"),
+    _c("method", _STR, "decoding method: ar, sd or ssd"),
+    _c("engine", _STR, "engine that ran the method (e.g. native, hf)"),
+    _c("suite", _STR, "prompt suite name"),
+    _c("prompt_id", _STR, "prompt id within the suite"),
+    _c("request_idx", _I64, "index of the request within the run"),
+    _c("repeat", _I32, "repeat number of this prompt (0-based)"),
+)
+
+COLUMNS: dict[str, tuple[Column, ...]] = {
+    "steps": _REQUEST_KEY + (
+        _c("round", _I32, "verify round of the request (0-based)"),
+        _c("batch_size", _I32, "sequences in the batch this round"),
+        _c("row", _I32, "this sequence's row in the batch"),
+        _c("proposed", _I32, "draft tokens proposed (K; 0 for ar)"),
+        _c("accepted", _I32, "proposed tokens accepted by verification"),
+        _c("emitted", _I32, "tokens committed this round, bonus included, cut at EOS/limit"),
+        _c("bonus_token", _I64, "token id sampled from the target after the accepted prefix"),
+        _c("cache_hit", pa.bool_(), "ssd: proposal came from the speculation cache; null "
+           "outside ssd", nullable=True),
+        _c("backup", _STR, "ssd miss: backup that made the proposal (jit, fast, ...); null "
+           "otherwise", nullable=True),
+        _c("fan_out_total", _I32, "ssd: branches built for this sequence (sum of F_k); null "
+           "outside ssd", nullable=True),
+        _c("t_start_ns", _I64, "round start, time.time_ns()"),
+        _c("draft_ms", _F64, "time the verifier spent drafting (sd, ssd jit backup)"),
+        _c("verify_ms", _F64, "target forward and acceptance"),
+        _c("wait_ms", _F64, "time the verifier waited for a proposal"),
+        _c("sample_ms", _F64, "sampling and acceptance-rule time"),
+        _c("step_ms", _F64, "whole round, wall time"),
+    ),
+    "requests": _REQUEST_KEY + (
+        _c("seed", _I64, "seed of the request's torch.Generator"),
+        _c("temperature", _F64, "target sampling temperature (0 = greedy)"),
+        _c("prompt_tokens", _I32, "prompt length in tokens"),
+        _c("new_tokens", _I32, "tokens generated, first token included"),
+        _c("ttft_ms", _F64, "request start to first committed token"),
+        _c("decode_ms", _F64, "first token to request end", nullable=True),
+        _c("tpot_ms", _F64, "decode_ms / (new_tokens - 1); null when new_tokens < 2",
+           nullable=True),
+        _c("decode_tokens_per_s", _F64, "(new_tokens - 1) / decode time; null when "
+           "new_tokens < 2", nullable=True),
+        _c("rounds", _I32, "verify rounds after prefill"),
+        _c("finish_reason", _STR, "why generation stopped: eos or length"),
+        _c("prompt_token_ids", pa.list_(_I32), "prompt token ids"),
+        _c("output_token_ids", pa.list_(_I32), "generated token ids"),
+    ),
+    "gpu": (
+        _c("t_ns", _I64, "sample time, time.time_ns()"),
+        _c("device_index", _I32, "NVML device index"),
+        _c("role", _STR, "what the device ran (target, draft, ...)"),
+        _c("util_pct", _F64, "GPU utilisation over NVML's last sample period",
+           nullable=True),
+        _c("mem_mib", _F64, "device memory in use", nullable=True),
+        _c("power_w", _F64, "power draw", nullable=True),
+        _c("energy_mj", _F64, "energy since driver load; null where unsupported",
+           nullable=True),
+        _c("sm_clock_mhz", _F64, "SM clock", nullable=True),
+    ),
+}
+
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    table: {col.name: col.description for col in cols} for table, cols in COLUMNS.items()
+}
+
+
+def _check_table(name: str) -> tuple[Column, ...]:
+    if name not in COLUMNS:
+        raise SchemaError(f"unknown table {name!r}; tables: {', '.join(TABLE_NAMES)}")
+    return COLUMNS[name]
+
+
+def schema_for(name: str, *, version: int = SCHEMA_VERSION) -> pa.Schema:
+    """Arrow schema of table `name`, with the schema version in its metadata."""
+    fields = [pa.field(c.name, c.type, nullable=c.nullable) for c in _check_table(name)]
+    meta = {VERSION_KEY: str(version).encode(), TABLE_KEY: name.encode()}
+    return pa.schema(fields, metadata=meta)
+
+
+def _check_names(name: str, given: Sequence[str]) -> None:
+    known = [c.name for c in _check_table(name)]
+    unknown = [n for n in given if n not in known]
+    if unknown:
+        hints = [f"{n!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(
+            n, known, n=1)) else repr(n) for n in unknown]
+        raise SchemaError(f"unknown column(s) for table {name!r}: {', '.join(hints)}")
+    missing = [n for n in known if n not in given]
+    if missing:
+        raise SchemaError(f"missing column(s) for table {name!r}: {', '.join(missing)}")
+
+
+def table_from_columns(name: str, columns: Mapping[str, Sequence]) -> pa.Table:
+    """Build table `name` from column lists, checking names, lengths, types and nulls.
+
+    An empty mapping (nothing was recorded) gives an empty table.
+    """
+    if not columns:
+        return empty_table(name)
+    _check_names(name, list(columns))
+    schema = schema_for(name)
+    lengths = {len(columns[f.name]) for f in schema}
+    if len(lengths) > 1:
+        sizes = ", ".join(f"{f.name}={len(columns[f.name])}" for f in schema)
+        raise SchemaError(f"columns of table {name!r} differ in length: {sizes}")
+    arrays = []
+    for field in schema:
+        try:
+            array = pa.array(columns[field.name], type=field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
+            raise SchemaError(f"column {name}.{field.name}: {err}") from None
+        if not field.nullable and array.null_count:
+            raise SchemaError(f"column {name}.{field.name} is not nullable but holds "
+                              f"{array.null_count} null(s)")
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def table_from_rows(name: str, rows: Sequence[Mapping]) -> pa.Table:
+    """Build table `name` from row dicts (e.g. GPU samples); no rows gives an empty table."""
+    names = [c.name for c in _check_table(name)]
+    expected = set(names)
+    for row in rows:
+        if row.keys() != expected:
+            _check_names(name, list(row))
+    return table_from_columns(name, {n: [row[n] for row in rows] for n in names})
+
+
+def empty_table(name: str) -> pa.Table:
+    return schema_for(name).empty_table()

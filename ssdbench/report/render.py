@@ -1,0 +1,55 @@
+"""Rich rendering of a run's summary: one row per variant, then the exactness line."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+
+def _num(value: float, fmt: str = "{:.2f}") -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
+
+
+def _speedup_cell(row: pd.Series) -> str:
+    if math.isnan(row["speedup"]):
+        return "–"
+    if math.isnan(row["speedup_low"]):
+        return f"{row['speedup']:.2f}×"
+    return f"{row['speedup']:.2f}× [{row['speedup_low']:.2f}, {row['speedup_high']:.2f}]"
+
+
+def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("method", "requests", "new tok", "decode tok/s (median)", "speedup vs ar (95% CI)",
+                 "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"):
+        table.add_column(name, justify="left" if name == "method" else "right")
+    for _, row in summary.iterrows():
+        table.add_row(
+            row["label"], str(row["num_requests"]), str(row["new_tokens"]),
+            _num(row["decode_tokens_per_s_median"]), _speedup_cell(row),
+            _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
+            _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
+        )
+    return table
+
+
+def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
+    """Whether every variant's outputs equalled `ar`'s, or why that is not the check under sampling."""
+    others = summary[summary["label"] != "ar"]
+    if not greedy:
+        return ("Sampling run: outputs differ by design; exactness under sampling is checked by the "
+                "test suite's goodness-of-fit tests, not per run.")
+    if "ar" not in set(summary["label"]) or others.empty:
+        return "Outputs: nothing to compare against `ar` in this run."
+    parts = [f"{r['label']} {r['outputs_match']:.0%}" for _, r in others.iterrows()]
+    verdict = "identical to ar" if (others["outputs_match"] == 1).all() else "NOT all identical to ar"
+    return f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
+
+
+def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(summary, title=title))
+    console.print(exactness_line(summary, greedy=greedy))

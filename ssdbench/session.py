@@ -1,0 +1,95 @@
+"""One `ssdbench run` end to end: check inputs, claim the run directory, decode, record.
+
+Cheap checks (options, suite, model paths, vocabularies, the output directory) all happen
+before any model is loaded, so bad input costs nothing and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ssdbench.benchmark import Workload, count_units, run_all
+from ssdbench.config import RunConfig
+from ssdbench.decoding.recorder import Recorder
+from ssdbench.models.model_set import ModelSet
+
+
+@dataclass
+class RunOutcome:
+    path: Path
+    manifest: dict
+    recorder: Recorder
+
+
+def prepare_workload(config: RunConfig, models: ModelSet):
+    """Load the suite, pick its prompts, tokenise them once for every variant."""
+    from ssdbench.suites import describe_template, load_suite, render_prompt_ids
+
+    suite = load_suite(config.suite, data_dir=config.data_dir)
+    prompts = suite.prompts if not config.num_prompts else suite.prompts[: config.num_prompts]
+    tokenizer = models.tokenizer
+    ids = tuple(tuple(render_prompt_ids(tokenizer, p, use_chat_template=config.chat_template)) for p in prompts)
+    workload = Workload(
+        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=_eos_ids(models)
+    )
+    info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
+            "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
+            "chat_template": describe_template(tokenizer, config.chat_template)}
+    return workload, info
+
+
+def _eos_ids(models: ModelSet) -> frozenset[int]:
+    eos = models.target_hf_config.eos_token_id
+    if eos is None:
+        eos = models.tokenizer.eos_token_id
+    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+
+
+def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict:
+    from ssdbench.records.manifest import capture_environment
+
+    roles = {"target": {"spec": config.target, "name": models.target_source.name, "origin": models.target_source.origin,
+                        "device": config.device}}
+    roles["draft"] = {"spec": config.draft, "device": config.device, "process": "target's (in-process, as SD runs)"}
+    if models.draft_source is not None:
+        roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
+    return {"config": config.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
+            "attention_backend": config.attention, "engines": list(config.engines)}
+
+
+def model_hashes(models: ModelSet) -> dict:
+    from ssdbench.models.weights import weight_file_hashes
+
+    hashes = {"target": weight_file_hashes(models.target_source)}
+    if models.draft_source is not None:
+        hashes["draft"] = weight_file_hashes(models.draft_source)
+    return hashes
+
+
+def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, advance) -> Recorder:
+    """Decode every variant and write the records; the writer marks failures and interrupts."""
+    from ssdbench.profiling.nvml import GpuSampler
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    recorder = Recorder(run_id=writer.manifest["run_id"])
+    sampler = GpuSampler(_gpu_roles(config.device))
+    with sampler:
+        run_all(config, models, workload, recorder, advance)
+    telemetry = sampler.unavailable_reason or "sampled"
+    if not sampler.rows and torch.device(config.device).type != "cuda":
+        telemetry = f"no GPU telemetry: models ran on {config.device}"
+    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload)}
+    writer.finish(recorder.steps, recorder.requests, sampler.rows, extra)
+    return recorder
+
+
+def _gpu_roles(device: str) -> dict[int, str]:
+    """NVML device index -> role, for the GPU sampler (empty on CPU)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return {}
+    return {dev.index or 0: "target+draft"}

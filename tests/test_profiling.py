@@ -1,0 +1,136 @@
+"""GPU telemetry (real NVML where present, a stand-in module otherwise) and bandwidth."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import types
+
+import pytest
+
+from ssdbench.profiling import bandwidth
+from ssdbench.profiling.bandwidth import bandwidth_utilisation, measure_read_bandwidth_gbs
+from ssdbench.profiling.nvml import GpuSampler, describe_gpus
+from ssdbench.records.schema import table_from_rows
+
+
+def fake_pynvml(*, num_devices: int = 2, bad_handle: bool = False) -> types.ModuleType:
+    """A stand-in for pynvml: energy is unsupported on device 1, as on some boards."""
+    nvml = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801 (pynvml's spelling)
+        pass
+
+    def handle(index):
+        if bad_handle or index >= num_devices:
+            raise NVMLError("Invalid Argument")
+        return index
+
+    def energy(h):
+        if h == 1:
+            raise NVMLError_NotSupported("Not Supported")
+        return 5_000_000 + time.perf_counter_ns() // 1_000_000
+
+    nvml.NVMLError, nvml.NVML_CLOCK_SM = NVMLError, 1
+    nvml.nvmlInit = nvml.nvmlShutdown = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: num_devices
+    nvml.nvmlDeviceGetHandleByIndex = handle
+    nvml.nvmlDeviceGetName = lambda h: f"Fake GPU {h}"
+    nvml.nvmlDeviceGetUUID = lambda h: f"GPU-{h}"
+    nvml.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
+    nvml.nvmlSystemGetCudaDriverVersion = lambda: 12040
+    nvml.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=40 + h, memory=5)
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=3 * 2**30,
+                                                                   total=80 * 2**30)
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 250_500
+    nvml.nvmlDeviceGetTotalEnergyConsumption = energy
+    nvml.nvmlDeviceGetClockInfo = lambda h, kind: 1980
+    return nvml
+
+
+def test_sampler_without_nvidia_gpu_gives_no_rows_and_a_reason():
+    if describe_gpus()["available"]:
+        pytest.skip("this machine has an NVIDIA GPU")
+    with GpuSampler({0: "target"}, interval_s=0.01) as sampler:
+        time.sleep(0.03)
+    assert sampler.rows == []
+    assert isinstance(sampler.unavailable_reason, str) and sampler.unavailable_reason
+    assert describe_gpus()["reason"] == sampler.unavailable_reason
+
+
+def test_sampler_rows_fit_the_gpu_table(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    with GpuSampler({0: "target", 1: "draft"}, interval_s=0.005) as sampler:
+        time.sleep(0.03)
+    rows = sampler.rows
+    assert sampler.unavailable_reason is None
+    table = table_from_rows("gpu", rows)
+    by_device = {i: [r for r in rows if r["device_index"] == i] for i in (0, 1)}
+    assert all(len(device_rows) >= 2 for device_rows in by_device.values())
+    assert {r["role"] for r in by_device[1]} == {"draft"}
+    assert all(r["energy_mj"] is None for r in by_device[1])
+    assert all(r["energy_mj"] > 0 for r in by_device[0])
+    assert by_device[0][0]["mem_mib"] == 3 * 1024 and by_device[0][0]["power_w"] == 250.5
+    times = [r["t_ns"] for r in by_device[0]]
+    assert times == sorted(times)
+    assert table.num_rows == len(rows)
+    count = len(rows)
+    time.sleep(0.02)
+    assert len(sampler.rows) == count  # the thread has stopped
+
+
+def test_sampler_with_unopenable_device_gives_no_rows_and_a_reason(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(bad_handle=True))
+    with GpuSampler({3: "target"}) as sampler:
+        pass
+    assert sampler.rows == [] and "cannot open device(s) [3]" in sampler.unavailable_reason
+
+
+def test_describe_gpus_reports_driver_and_cuda(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(num_devices=1))
+    gpus = describe_gpus()
+    assert gpus["available"] and gpus["driver_version"] == "550.54.15"
+    assert gpus["cuda_driver_version"] == "12.4"
+    assert gpus["devices"] == [{"index": 0, "name": "Fake GPU 0", "uuid": "GPU-0",
+                                "memory_total_mib": 80 * 1024}]
+
+
+def test_read_bandwidth_is_positive_and_finite():
+    gbs = measure_read_bandwidth_gbs("cpu", size_mib=16, repeats=2)
+    assert math.isfinite(gbs) and gbs > 0
+    assert measure_read_bandwidth_gbs("cpu", size_mib=16, repeats=2) == gbs  # in-process
+
+
+def test_bandwidth_file_cache_is_read_back_and_survives_garbage(tmp_path):
+    cache = tmp_path / "ssdbench" / "bandwidth.json"
+    measured = measure_read_bandwidth_gbs("cpu", size_mib=8, repeats=1, cache_path=cache)
+    [(key, stored)] = json.loads(cache.read_text()).items()
+    assert stored == measured and "cpu" in key
+    cache.write_text(json.dumps({key: measured / 2}))
+    measure_read_bandwidth_gbs.cache_clear()
+    assert measure_read_bandwidth_gbs("cpu", size_mib=8, repeats=1,
+                                      cache_path=cache) == measured / 2
+    cache.write_text("not json")
+    measure_read_bandwidth_gbs.cache_clear()
+    again = measure_read_bandwidth_gbs("cpu", size_mib=8, repeats=1, cache_path=cache)
+    assert again > 0 and json.loads(cache.read_text())[key] == again
+
+
+def test_default_cache_path_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert bandwidth.default_cache_path() == tmp_path / "ssdbench" / "bandwidth.json"
+
+
+def test_bandwidth_utilisation_is_bytes_per_second_over_bandwidth():
+    bytes_per_step, steps_per_s, gbs = 270e6, 20.0, 40.0
+    expected = bytes_per_step * steps_per_s / (gbs * 1e9)
+    assert bandwidth_utilisation(bytes_per_step, steps_per_s, gbs) == pytest.approx(expected)
+    assert bandwidth_utilisation(bytes_per_step, 2 * steps_per_s, gbs) == pytest.approx(
+        2 * expected)
+    with pytest.raises(ValueError):
+        bandwidth_utilisation(1.0, 1.0, 0.0)
