@@ -20,7 +20,7 @@ ROWS, BATCHES = 200, 20  # 4000 samples
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(vocab=VOCAB, seed=3, draft_seed=4, logit_scale=3.0)
+    return tiny_pair(vocab=VOCAB, seed=3, draft="noisy", head_scale=1.5, noise=0.8)
 
 
 def sample_counts(target, draft, kind, *, k, temperature, top_p=1.0, draft_temperature=None, verify=verify_proposal, seed=0):

@@ -5,25 +5,34 @@ from __future__ import annotations
 import torch
 
 
-def tiny_llama_config(*, vocab: int = 64, layers: int = 2, hidden: int = 32, heads: int = 4, kv_heads: int = 2, **extra):
+def tiny_llama_config(*, vocab: int = 64, layers: int = 2, hidden: int = 32, heads: int = 4, kv_heads: int = 2,
+                      tie: bool = False, **extra):
     from transformers import LlamaConfig
 
     return LlamaConfig(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256,
-        tie_word_embeddings=True, **extra,
+        tie_word_embeddings=tie, **extra,
     )
 
 
-def tiny_state_dict(config, *, seed: int, logit_scale: float = 1.0) -> dict[str, torch.Tensor]:
-    """Random weights; `logit_scale` sharpens the output distribution (larger = peakier)."""
+def tiny_state_dict(config, *, seed: int, head_scale: float = 3.0) -> dict[str, torch.Tensor]:
+    """Random weights; `head_scale` sharpens the output distribution (larger = peakier)."""
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(logit_scale)
-    return {name: t.detach().clone() for name, t in model.state_dict().items()}
+    state = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    if "lm_head.weight" in state and not config.tie_word_embeddings:
+        state["lm_head.weight"] *= head_scale
+    return state
+
+
+def perturbed(state: dict[str, torch.Tensor], *, scale: float, seed: int) -> dict[str, torch.Tensor]:
+    """A draft that agrees with the target often but not always: its weights plus noise."""
+    gen = torch.Generator().manual_seed(seed)
+    return {k: v + scale * v.std() * torch.randn(v.shape, generator=gen) if v.dim() == 2 else v.clone()
+            for k, v in state.items()}
 
 
 def native(config, state, *, weights: str = "fp32"):
@@ -32,11 +41,16 @@ def native(config, state, *, weights: str = "fp32"):
     return build_native_model(config, state, device="cpu", dtype=torch.float32, backend="sdpa", weights=weights)
 
 
-def tiny_pair(*, vocab: int = 64, seed: int = 0, draft_seed: int | None = None, logit_scale: float = 1.0):
-    """(target, draft) native models sharing a vocabulary; draft_seed None = int8 copy of the target."""
+def tiny_pair(*, vocab: int = 48, seed: int = 1, draft: str = "noisy", head_scale: float = 3.0, noise: float = 0.5):
+    """(target, draft) native models sharing a vocabulary.
+
+    draft: "int8" (the real self-int8 path), "noisy" (perturbed copy), "other" (unrelated weights).
+    """
     config = tiny_llama_config(vocab=vocab)
-    state = tiny_state_dict(config, seed=seed, logit_scale=logit_scale)
+    state = tiny_state_dict(config, seed=seed, head_scale=head_scale)
     target = native(config, state)
-    if draft_seed is None:
+    if draft == "int8":
         return target, native(config, state, weights="int8")
-    return target, native(config, tiny_state_dict(config, seed=draft_seed, logit_scale=logit_scale))
+    if draft == "noisy":
+        return target, native(config, perturbed(state, scale=noise, seed=seed + 100))
+    return target, native(config, tiny_state_dict(config, seed=seed + 200, head_scale=head_scale))

@@ -77,7 +77,7 @@ def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path
     try:
         _convert_into(gguf, tmp)
         _write_record(tmp, gguf, sha256)
-        os.chmod(tmp, 0o755)
+        _make_readable(tmp)
         _publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -96,7 +96,6 @@ def _convert_into(gguf: Path, folder: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.config.name_or_path = gguf_model_name(gguf)
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
 
@@ -108,6 +107,13 @@ def _write_record(folder: Path, gguf: Path, sha256: str) -> None:
         hashes[file.name] = sha256_of_file(file)
     record = {"format": 1, "gguf": str(gguf), "gguf_sha256": sha256, "converted_at": time.time(), "hashes": hashes}
     (folder / CONVERSION_RECORD).write_text(json.dumps(record, indent=1))
+
+
+def _make_readable(folder: Path) -> None:
+    """mkdtemp and save_pretrained create owner-only files; a cache is for everyone who can read it."""
+    os.chmod(folder, 0o755)
+    for file in folder.iterdir():
+        os.chmod(file, 0o644)
 
 
 def _publish(tmp: Path, final: Path) -> None:

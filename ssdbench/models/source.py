@@ -77,7 +77,7 @@ def _gguf_source(spec: str, path: Path, *, cache_dir: Path | str | None) -> Mode
     if not path.is_file():
         raise ModelNotFoundError(f"model '{spec}' not found: no file {path.resolve()}")
     folder = converted_folder(path, cache_dir=cache_dir)
-    sha256 = read_conversion_record(folder)["gguf_sha256"]
+    sha256 = (read_conversion_record(folder) or {}).get("gguf_sha256", "?")
     return ModelSource(spec, gguf_model_name(path), "gguf", folder, f"{path.resolve()} (sha256 {sha256[:12]})")
 
 
@@ -147,8 +147,9 @@ def _download_snapshot(repo_id: str, revision: str | None, hub_dir: Path) -> tup
         folder = snapshot_download(repo_id, revision=revision, cache_dir=str(hub_dir),
                                    allow_patterns=list(HUB_PATTERNS))
     except (OSError, ValueError) as err:
-        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return None, f"the download failed: {type(err).__name__}: {first_line}"
+        cause = err.__cause__ or err  # huggingface_hub wraps connection errors
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        return None, f"the download failed ({type(cause).__name__}: {first_line})"
     return Path(folder), ""
 
 
@@ -158,7 +159,9 @@ def _not_found_message(spec: str, path: Path, repo_id: str | None, hub_dir: Path
     places = [f"no folder {path.resolve()}"]
     if repo_id is not None:
         places.append(f"not in the Hugging Face cache {hub_dir}")
-    suggestions = close_names(spec.partition("@")[0], [*EMBEDDED_NAMES, *_cached_repo_ids(hub_dir)])
+    name = spec.strip().partition("@")[0]
+    is_alias = alias_repo_id(name) is not None  # typed right; only not downloaded
+    suggestions = [] if is_alias else close_names(name, [*EMBEDDED_NAMES, *_cached_repo_ids(hub_dir)])
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
     return f"model {shown} not found: {', '.join(places)}; {reason}{hint}"
 

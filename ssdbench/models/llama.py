@@ -1,0 +1,265 @@
+"""The native Llama-family decoder: Llama 3.x, SmolLM2, Qwen2/2.5 (qkv bias), Qwen3 (qk norm).
+
+Laid out for memory-bound decoding on CPU and GPU alike: every projection stored
+transposed and contiguous [in, out] and applied as `x @ w_t` (twice F.linear's bandwidth
+on a 1-row input on CPU), q/k/v fused into one matrix and gate/up into another, a
+separate transposed lm_head even when tied, RoPE tables gathered by logical position.
+The KV cache is static and slot-indexed (kv_cache.py); attention goes through a
+pluggable backend (ssdbench.kernels) with an explicit boolean mask, so the same forward
+runs a causal chain, a batch of rows of different lengths, or SSD's draft tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ssdbench.errors import UsageError
+from ssdbench.kernels.base import AttentionBackend
+from ssdbench.kernels.registry import get_backend
+from ssdbench.models.int8 import int8_kernel_name, make_int8_linear
+from ssdbench.models.kv_cache import StaticKVCache
+from ssdbench.models.shape import ModelShape, hf_param_shapes
+
+WEIGHT_FORMATS = ("fp32", "int8")
+
+
+class DenseLinear:
+    """y = x @ w_t (+ b) with the weight stored transposed and contiguous, w_t [in, out]."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
+        self.w_t = weight.to(device=device, dtype=dtype).t().contiguous()  # [in, out]
+        self.bias = None if bias is None else bias.to(device=device, dtype=dtype)  # [out]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        y = x @ self.w_t
+        if self.bias is not None:
+            y += self.bias
+        return y
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.w_t, self.bias) if t is not None)
+
+
+@dataclass
+class DecoderLayer:
+    attn_norm: torch.Tensor  # [hidden]
+    qkv: Callable[[torch.Tensor], torch.Tensor]  # [..., hidden] -> [..., (H + 2 Hkv) D]
+    o: Callable[[torch.Tensor], torch.Tensor]  # [..., H D] -> [..., hidden]
+    mlp_norm: torch.Tensor  # [hidden]
+    gate_up: Callable[[torch.Tensor], torch.Tensor]  # [..., hidden] -> [..., 2 I]
+    down: Callable[[torch.Tensor], torch.Tensor]  # [..., I] -> [..., hidden]
+    q_norm: torch.Tensor | None = None  # [D], Qwen3
+    k_norm: torch.Tensor | None = None  # [D], Qwen3
+
+
+def _rope_tables(shape: ModelShape, length: int, *, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sign-folded sin [length, 1, D]: rope(x) = x * cos + x.roll(D/2) * sin."""
+    positions = torch.arange(length, dtype=torch.int64).float()  # [S]
+    freqs = positions[:, None] * shape.inv_freq()[None, :]  # [S, D/2]
+    cos = torch.cat((freqs, freqs), dim=-1).cos()  # [S, D]
+    sin_half = freqs.sin()  # [S, D/2]
+    sin = torch.cat((-sin_half, sin_half), dim=-1)  # [S, D]: roll(x)*sin == rotate_half(x)*sin_hf
+    return cos[:, None].to(device, dtype), sin[:, None].to(device, dtype)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:  # [B, T, n, D]
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
+
+
+class NativeCausalLM:
+    """A decoder with its own static KV cache: `allocate`, then `forward` any [B, T] step."""
+
+    def __init__(self, shape: ModelShape, layers: list[DecoderLayer], *, embed, norm, lm_head,
+                 backend: AttentionBackend, device, dtype, weights: str) -> None:
+        self.shape, self.layers, self.backend = shape, layers, backend
+        self.embed, self.norm, self.lm_head = embed, norm, lm_head  # [V, hidden], [hidden], linear
+        self.device, self.dtype, self.weights = torch.device(device), dtype, weights
+        self.vocab_size = shape.vocab
+        self.backend_name = backend.name
+        self.scale = shape.head_dim**-0.5
+        self.cache: StaticKVCache | None = None
+        self._cos = self._sin = torch.empty(0, 1, shape.head_dim, device=device, dtype=dtype)  # [S, 1, D]
+
+    def allocate(self, batch_size: int, max_len: int) -> None:
+        """(Re)allocate the static cache for `batch_size` rows of `max_len` slots (contents zeroed).
+
+        Logical positions must stay below `max_len` too: the RoPE tables cover [0, max_len).
+        """
+        s = self.shape
+        self.cache = StaticKVCache(num_layers=s.num_layers, batch_size=batch_size, num_kv_heads=s.num_kv_heads,
+                                   max_len=max_len, head_dim=s.head_dim, device=self.device, dtype=self.dtype)
+        if self._cos.shape[0] < max_len:
+            self._cos, self._sin = _rope_tables(s, max_len, device=self.device, dtype=self.dtype)
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, slots: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None) -> torch.Tensor:
+        """One step over tokens [B, T]; returns fp32 logits [B, T, V] (or [B, T', V] at `logits_at`).
+
+        positions [B, T]: logical positions (RoPE). slots [B, T]: cache slots this step's K/V
+        go to (default: positions). attn_mask [B, T, S_max] bool: which slots each query sees
+        (default: the causal chain, slot j visible to (b, t) iff j <= slots[b, t]); its own
+        slot must be visible to every query. logits_at [B, T'] long: columns of T to return.
+        """
+        cache = self._checked_cache(tokens, attn_mask)
+        slots = positions if slots is None else slots
+        span, mask = self._visible(slots, attn_mask)  # mask [B, 1, T, span]
+        cos, sin = self._cos[positions], self._sin[positions]  # [B, T, 1, D]
+        index = cache.slot_index(slots)  # [B, Hkv, T, D]
+        x = F.embedding(tokens, self.embed)  # [B, T, hidden]
+        for i, layer in enumerate(self.layers):
+            x = self._attention(i, layer, x, cos, sin, index, mask, span)
+            x = self._mlp(layer, x)
+        if logits_at is not None:
+            x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))  # [B, T', hidden]
+        x = F.rms_norm(x, (x.shape[-1],), self.norm, self.shape.rms_norm_eps)
+        return self.lm_head(x).float()  # [B, T, V]
+
+    __call__ = forward
+
+    def _checked_cache(self, tokens: torch.Tensor, attn_mask: torch.Tensor | None) -> StaticKVCache:
+        if self.cache is None:
+            raise UsageError("NativeCausalLM.forward before allocate(batch_size, max_len)")
+        if tokens.shape[0] != self.cache.batch_size:
+            raise UsageError(f"batch of {tokens.shape[0]} rows for a cache allocated for {self.cache.batch_size}")
+        if attn_mask is not None and not self.backend.supports_tree_masks:
+            raise UsageError(f"attention backend {self.backend_name!r} cannot take custom masks; use 'sdpa'")
+        return self.cache
+
+    def _visible(self, slots: torch.Tensor, attn_mask: torch.Tensor | None) -> tuple[int, torch.Tensor]:
+        """Slots to attend over (the highest written or visible one + 1) and the mask [B, 1, T, span]."""
+        if attn_mask is None:
+            span = int(slots.max()) + 1
+            mask = torch.arange(span, device=slots.device) <= slots[..., None]  # [B, T, span]
+            return span, mask[:, None]
+        visible = attn_mask.flatten(0, 1).any(0)  # [S_max]
+        last = (visible * torch.arange(1, visible.shape[0] + 1, device=visible.device)).max()  # highest seen + 1
+        span = int(torch.maximum(last, slots.max() + 1))
+        return span, attn_mask[:, None, :, :span]  # [B, 1, T, span]
+
+    def _attention(self, i: int, layer: DecoderLayer, x, cos, sin, index, mask, span: int) -> torch.Tensor:
+        s = self.shape
+        b, t, _ = x.shape
+        h = F.rms_norm(x, (x.shape[-1],), layer.attn_norm, s.rms_norm_eps)  # [B, T, hidden]
+        qkv = layer.qkv(h).view(b, t, s.num_heads + 2 * s.num_kv_heads, s.head_dim)  # [B, T, H+2Hkv, D]
+        if layer.q_norm is None:
+            qk = _rope(qkv[:, :, : s.num_heads + s.num_kv_heads], cos, sin)  # [B, T, H+Hkv, D]
+            q, k = qk.split([s.num_heads, s.num_kv_heads], dim=2)
+        else:
+            q, k = qkv[:, :, : s.num_heads], qkv[:, :, s.num_heads : s.num_heads + s.num_kv_heads]
+            q = _rope(F.rms_norm(q, (s.head_dim,), layer.q_norm, s.rms_norm_eps), cos, sin)  # [B, T, H, D]
+            k = _rope(F.rms_norm(k, (s.head_dim,), layer.k_norm, s.rms_norm_eps), cos, sin)  # [B, T, Hkv, D]
+        v = qkv[:, :, s.num_heads + s.num_kv_heads :]  # [B, T, Hkv, D]
+        self.cache.write(i, index, k.transpose(1, 2), v.transpose(1, 2))
+        k_all, v_all = self.cache.read(i, span)  # [B, Hkv, span, D]
+        o = self.backend.attend(q.transpose(1, 2), k_all, v_all, mask, scale=self.scale)  # [B, H, T, D]
+        return x + layer.o(o.transpose(1, 2).reshape(b, t, s.num_heads * s.head_dim))
+
+    def _mlp(self, layer: DecoderLayer, x: torch.Tensor) -> torch.Tensor:
+        h = F.rms_norm(x, (x.shape[-1],), layer.mlp_norm, self.shape.rms_norm_eps)  # [B, T, hidden]
+        gate, up = layer.gate_up(h).chunk(2, dim=-1)  # [B, T, I] each
+        return x + layer.down(F.silu(gate).mul_(up))
+
+    def weight_bytes_per_forward(self) -> int:
+        """Bytes of weights one forward reads: every projection, norm and the lm_head (not the embedding table)."""
+        norms = [self.norm] + [n for l in self.layers for n in (l.attn_norm, l.mlp_norm, l.q_norm, l.k_norm)]
+        linears = [self.lm_head] + [f for l in self.layers for f in (l.qkv, l.o, l.gate_up, l.down)]
+        return sum(f.nbytes() for f in linears) + sum(n.numel() * n.element_size() for n in norms if n is not None)
+
+    def describe(self) -> dict:
+        """What the run manifest records about this engine."""
+        kernel = int8_kernel_name(self.device) if self.weights == "int8" else "dense x@w_t"
+        return {"engine": "native", "model_type": self.shape.model_type, "weights": self.weights,
+                "linear_kernel": kernel, "dtype": str(self.dtype).removeprefix("torch."),
+                "device": str(self.device), "attention_backend": self.backend_name,
+                "weight_bytes_per_forward": self.weight_bytes_per_forward()}
+
+
+def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="cpu", dtype=torch.float32,
+                       backend: str = "sdpa", weights: str = "fp32") -> NativeCausalLM:
+    """A native model from a transformers config and a state dict in Hugging Face naming.
+
+    weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
+    the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
+    """
+    shape = ModelShape.from_hf_config(config)
+    return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights)
+
+
+def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=torch.float32,
+                       backend: str = "sdpa", weights: str = "fp32", std: float = 0.02) -> NativeCausalLM:
+    """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
+    expected = hf_param_shapes(shape)
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    def random_tensor(name: str) -> torch.Tensor | None:
+        if name not in expected:
+            return None
+        if name.endswith("norm.weight"):
+            return torch.ones(expected[name], device=device)  # [n]
+        return torch.randn(expected[name], generator=generator, device=device).mul_(std)  # HF shape
+
+    return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights)
+
+
+def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype, backend: str,
+           weights: str) -> NativeCausalLM:
+    if weights not in WEIGHT_FORMATS:
+        raise UsageError(f"unknown weight format {weights!r}: known: {', '.join(WEIGHT_FORMATS)}")
+    attention = get_backend(backend, device=device)
+    attention.check(device=torch.device(device), dtype=dtype)
+    fetch = _fetcher(shape, lookup)
+
+    def make_linear(w: torch.Tensor, b: torch.Tensor | None):  # w [out, in], b [out]
+        if weights == "int8":
+            return make_int8_linear(w, b, device=device)
+        return DenseLinear(w, b, device=device, dtype=dtype)
+
+    def linear(prefix: str, names: tuple[str, ...]):
+        ws = [fetch(f"{prefix}{n}.weight") for n in names]  # [out_n, in] each
+        bs = [lookup(f"{prefix}{n}.bias") for n in names]  # [out_n] or None each
+        if all(b is None for b in bs):
+            return make_linear(torch.cat(ws), None)
+        bs = [w.new_zeros(w.shape[0]) if b is None else b for w, b in zip(ws, bs)]  # absent = zero
+        return make_linear(torch.cat(ws), torch.cat(bs))  # [out_total, in], [out_total]
+
+    def vector(name: str) -> torch.Tensor:
+        return fetch(name).to(device=device, dtype=dtype)
+
+    layers = []
+    for i in range(shape.num_layers):
+        p = f"model.layers.{i}."
+        layers.append(DecoderLayer(
+            attn_norm=vector(p + "input_layernorm.weight"),
+            qkv=linear(p + "self_attn.", ("q_proj", "k_proj", "v_proj")),
+            o=linear(p + "self_attn.", ("o_proj",)),
+            mlp_norm=vector(p + "post_attention_layernorm.weight"),
+            gate_up=linear(p + "mlp.", ("gate_proj", "up_proj")),
+            down=linear(p + "mlp.", ("down_proj",)),
+            q_norm=vector(p + "self_attn.q_norm.weight") if shape.has_qk_norm else None,
+            k_norm=vector(p + "self_attn.k_norm.weight") if shape.has_qk_norm else None,
+        ))
+    embed = fetch("model.embed_tokens.weight")  # [V, hidden]
+    lm_head = make_linear(embed if shape.tie_word_embeddings else fetch("lm_head.weight"), None)
+    embed = embed.to(device=device, dtype=dtype)
+    return NativeCausalLM(shape, layers, embed=embed, norm=vector("model.norm.weight"), lm_head=lm_head,
+                          backend=attention, device=device, dtype=dtype, weights=weights)
+
+
+def _fetcher(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None]) -> Callable[[str], torch.Tensor]:
+    """lookup(name), checked against the shape's parameter table; missing or misshapen is a UsageError."""
+    expected = hf_param_shapes(shape)
+
+    def fetch(name: str) -> torch.Tensor:
+        tensor = lookup(name)
+        if tensor is None:
+            raise UsageError(f"model weights lack {name!r}")
+        if name in expected and tuple(tensor.shape) != expected[name]:
+            raise UsageError(f"weight {name!r} has shape {tuple(tensor.shape)}, the config says {expected[name]}")
+        return tensor
+
+    return fetch

@@ -1,0 +1,99 @@
+"""Attention backends: the sdpa reference against the textbook formula; the registry's errors."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from ssdbench.errors import UsageError
+from ssdbench.kernels.registry import get_backend, list_backends
+from ssdbench.kernels.sdpa import naive_attention
+
+
+def random_case(*, b=2, h=4, hkv=2, t=3, s=9, d=8, seed=0, causal=False):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, t, d, generator=gen)  # [B, H, T, D]
+    k = torch.randn(b, hkv, s, d, generator=gen)  # [B, Hkv, S, D]
+    v = torch.randn(b, hkv, s, d, generator=gen)  # [B, Hkv, S, D]
+    if causal:  # the last T slots are this step's queries
+        mask = torch.arange(s) <= torch.arange(s - t, s)[:, None]  # [T, S]
+        mask = mask.expand(b, 1, t, s)  # [B, 1, T, S]
+    else:
+        mask = torch.rand(b, 1, t, s, generator=gen) < 0.6  # [B, 1, T, S]
+        mask[..., 0] = True  # every query sees at least one slot
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("h,hkv,t", [(4, 2, 3), (4, 4, 1), (6, 2, 5), (3, 1, 1)])
+def test_sdpa_matches_naive_attention(h, hkv, t):
+    q, k, v, mask = random_case(h=h, hkv=hkv, t=t)
+    got = get_backend("sdpa").attend(q, k, v, mask, scale=0.3)
+    want = naive_attention(q, k, v, mask, scale=0.3)
+    assert got.shape == q.shape
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_accepts_non_contiguous_queries():
+    q, k, v, mask = random_case(t=2)
+    q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # [B, H, T, D] with T-major storage
+    got = get_backend("sdpa").attend(q_strided, k, v, mask, scale=0.5)
+    torch.testing.assert_close(got, naive_attention(q, k, v, mask, scale=0.5), atol=1e-5, rtol=1e-5)
+
+
+def test_default_backend_is_sdpa_and_supports_trees():
+    backend = get_backend()
+    assert backend.name == "sdpa" and backend.supports_tree_masks
+
+
+@pytest.mark.parametrize("typo,suggestion", [("spda", "sdpa"), ("flsh", "flash"), ("SDPA ", None)])
+def test_unknown_backend_suggests_close_names(typo, suggestion):
+    if suggestion is None:  # case and spaces are forgiven
+        assert get_backend(typo).name == "sdpa"
+        return
+    with pytest.raises(UsageError, match=f"did you mean '{suggestion}'"):
+        get_backend(typo)
+
+
+def test_unknown_backend_far_from_all_lists_known():
+    with pytest.raises(UsageError, match="known: sdpa, flash"):
+        get_backend("xformers-triton")
+
+
+def test_flash_on_cpu_is_a_clear_usage_error():
+    with pytest.raises(UsageError, match="'flash' is unavailable: flash-attn"):
+        get_backend("flash", device="cpu")
+    rows = {name: (ok, why) for name, ok, why in list_backends(device="cpu")}
+    assert rows["sdpa"] == (True, "")
+    assert rows["flash"][0] is False and "flash-attn" in rows["flash"][1]
+
+
+def test_kernels_folder_does_not_pass_for_hugging_face_kernels():
+    """From the repo root `kernels/` is on sys.path; transformers must still not take it for HF's `kernels`."""
+    import ssdbench.kernels
+    from transformers.utils import import_utils
+
+    assert ssdbench.kernels.__name__ == "ssdbench.kernels"
+    spec = importlib.util.find_spec("kernels")
+    if spec is not None and spec.origin == ssdbench.kernels.__file__:
+        assert not import_utils.is_kernels_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sdpa_on_cuda_matches_cpu():
+    q, k, v, mask = random_case(t=4, s=33)
+    got = get_backend("sdpa", device="cuda").attend(q.cuda(), k.cuda(), v.cuda(), mask.cuda(), scale=0.25)
+    torch.testing.assert_close(got.cpu(), naive_attention(q, k, v, mask, scale=0.25), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is None or not torch.cuda.is_available(),
+                    reason="needs flash-attn and a CUDA device")
+def test_flash_matches_sdpa_on_causal_chains():
+    q, k, v, mask = random_case(b=2, h=8, hkv=2, t=3, s=40, d=64, causal=True)
+    args = [x.cuda().bfloat16() for x in (q, k, v)]
+    got = get_backend("flash", device="cuda").attend(*args, mask.cuda(), scale=0.125)
+    want = get_backend("sdpa").attend(*args, mask.cuda(), scale=0.125)
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
