@@ -51,8 +51,10 @@ class RunConfig:
             _check_positive("--num-prompts", self.num_prompts)
         if self.threads is not None:
             _check_positive("--threads", self.threads)
-        if self.temperature < 0 or (self.draft_temperature is not None and self.draft_temperature < 0):
-            raise UsageError("temperatures must be >= 0")
+        if self.temperature < 0:
+            raise UsageError(f"--temperature must be >= 0, got {self.temperature}")
+        if self.draft_temperature is not None and self.draft_temperature < 0:
+            raise UsageError(f"--draft-temperature must be >= 0, got {self.draft_temperature}")
         if not 0 < self.top_p <= 1:
             raise UsageError(f"--top-p must be in (0, 1], got {self.top_p}")
         for engine in self.engines:

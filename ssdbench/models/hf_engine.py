@@ -18,6 +18,7 @@ class HfCausalLM:
         self.vocab_size = int(model.config.vocab_size)
         self.device = next(model.parameters()).device
         self._caches: list = []
+        self._cache_kwarg = _cache_argument_name(model)
 
     def allocate(self, batch_size: int, max_len: int) -> None:
         from transformers import DynamicCache
@@ -33,10 +34,17 @@ class HfCausalLM:
             if cache.get_seq_length() > start:
                 cache.crop(start)
             out = self.model(
-                input_ids=tokens[b : b + 1], position_ids=positions[b : b + 1], past_key_values=cache, use_cache=True
+                input_ids=tokens[b : b + 1], position_ids=positions[b : b + 1], use_cache=True, **{self._cache_kwarg: cache}
             )
             rows.append(out.logits[0].float())  # [T, V]
         return torch.stack(rows)  # [B, T, V]
+
+
+def _cache_argument_name(model) -> str:
+    """transformers 5.x renamed `past_key_values` to `cache`; use whichever this version takes."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def load_hf_model(path, *, dtype: torch.dtype, device: str):

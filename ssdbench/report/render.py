@@ -13,23 +13,23 @@ def _num(value: float, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
 
-def _speedup_cell(row: pd.Series) -> str:
+def _speedup_cells(row: pd.Series) -> tuple[str, str]:
     if math.isnan(row["speedup"]):
-        return "–"
+        return "–", ""
     if math.isnan(row["speedup_low"]):
-        return f"{row['speedup']:.2f}×"
-    return f"{row['speedup']:.2f}× [{row['speedup_low']:.2f}, {row['speedup_high']:.2f}]"
+        return f"{row['speedup']:.2f}×", ""
+    return f"{row['speedup']:.2f}×", f"{row['speedup_low']:.2f}–{row['speedup_high']:.2f}"
 
 
 def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for name in ("method", "requests", "new tok", "decode tok/s (median)", "speedup vs ar (95% CI)",
+    for name in ("method", "requests", "new tokens", "decode tok/s p50", "speedup vs ar", "95% CI",
                  "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"):
-        table.add_column(name, justify="left" if name == "method" else "right")
+        table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     for _, row in summary.iterrows():
         table.add_row(
             row["label"], str(row["num_requests"]), str(row["new_tokens"]),
-            _num(row["decode_tokens_per_s_median"]), _speedup_cell(row),
+            _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row),
             _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
             _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
         )
@@ -51,5 +51,7 @@ def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
 
 def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: Console | None = None) -> None:
     console = console or Console()
+    if not console.is_terminal and console.width < 140:  # pipes and CI logs: no wrapped cells
+        console.width = 140
     console.print(summary_table(summary, title=title))
     console.print(exactness_line(summary, greedy=greedy))

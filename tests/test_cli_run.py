@@ -1,0 +1,129 @@
+"""`ssdbench run` through the real CLI on tiny model folders: records, table, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from cli_fixtures import save_tiny_model
+from ssdbench.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
+
+
+def run_cli(*args: str):
+    return runner.invoke(app, ["run", *args])
+
+
+def base_args(target: Path, out: Path, *extra: str) -> list[str]:
+    return ["--target", str(target), "--suite", "smoke", "--num-prompts", "3", "--max-new-tokens", "6",
+            "--no-chat-template", "--out", str(out), *extra]
+
+
+def test_run_writes_complete_records_and_a_table(tiny_target, tmp_path):
+    out = tmp_path / "run"
+    result = run_cli(*base_args(tiny_target, out, "--methods", "ar,sd", "--k", "3", "--batch-size", "2"))
+    assert result.exit_code == 0, result.output
+    assert "Greedy outputs identical to ar" in result.output and "3 requests" in result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["config"]["methods"] == ["ar", "sd"] and manifest["suite"]["num_prompts"] == 3
+    steps = pq.read_table(out / "steps.parquet").to_pandas()
+    requests = pq.read_table(out / "requests.parquet").to_pandas()
+    assert set(requests["method"]) == {"ar", "sd"} and len(requests) == 6
+    assert (steps.groupby("method")["emitted"].sum() + 3 == requests.groupby("method")["new_tokens"].sum()).all()
+    assert pq.read_table(out / "gpu.parquet").num_rows == 0 and "no GPU" in manifest["gpu_telemetry"]
+
+
+def test_json_format_and_both_engines(tiny_target, tmp_path):
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--engine", "native,hf", "--draft", "ngram",
+                                "--format", "json"))
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout.strip().splitlines()[-1])
+    labels = {row["label"] for row in payload["summary"]}
+    assert labels == {"ar", "sd", "ar@hf", "sd@hf"}
+    assert all(row["outputs_match"] == 1.0 for row in payload["summary"])
+
+
+def _one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_missing_model_path(tmp_path):
+    missing = tmp_path / "no-such-model"
+    result = run_cli("--target", str(missing), "--suite", "smoke", "--out", str(tmp_path / "run"))
+    _one_line_error(result, str(missing))
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_suite_suggests(tiny_target, tmp_path):
+    result = run_cli("--target", str(tiny_target), "--suite", "humaneva", "--out", str(tmp_path / "run"))
+    _one_line_error(result, "humaneval")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag,value", [("--k", "0"), ("--k", "-2"), ("--batch-size", "0"), ("--max-new-tokens", "-1"),
+                                        ("--temperature", "-0.5"), ("--top-p", "1.5"), ("--methods", "ar,xd")])
+def test_bad_numbers_and_names(tiny_target, tmp_path, flag, value):
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", flag, value))
+    _one_line_error(result, flag)
+    assert not (tmp_path / "run").exists()
+
+
+def test_vocabulary_mismatch(tiny_target, tmp_path):
+    other = save_tiny_model(tmp_path / "other", vocab=80, seed=1)
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--draft", str(other)))
+    _one_line_error(result, "vocabular")
+    assert not (tmp_path / "run").exists()
+
+
+def test_unwritable_out(tiny_target, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_cli(*base_args(tiny_target, blocker / "run"))
+    _one_line_error(result, "a-file")
+
+
+def test_malformed_suite_file(tiny_target, tmp_path):
+    suite = tmp_path / "prompts.jsonl"
+    suite.write_text('{"prompt": "w1 w2"}\n{"prompt": \n')
+    result = run_cli("--target", str(tiny_target), "--suite", str(suite), "--out", str(tmp_path / "run"))
+    _one_line_error(result, "prompts.jsonl", "line 2")
+
+
+def test_existing_run_is_never_touched(tiny_target, tmp_path):
+    out = tmp_path / "run"
+    assert run_cli(*base_args(tiny_target, out, "--methods", "ar")).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    result = run_cli(*base_args(tiny_target, out, "--methods", "ar"))
+    _one_line_error(result, str(out))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_failure_mid_run_marks_the_run_failed(tiny_target, tmp_path, monkeypatch):
+    """A crash after the directory was claimed leaves it marked failed, never complete."""
+    import ssdbench.benchmark as benchmark
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash in decoding")
+
+    monkeypatch.setattr(benchmark, "decode_batch", crash)
+    out = tmp_path / "run"
+    result = run_cli(*base_args(tiny_target, out))
+    assert result.exit_code != 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "simulated crash" in manifest["reason"]
+    assert not (out / "steps.parquet").exists()
