@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from ssdbench.decoding.loop import decode_batch
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.variants import HF_METHODS, build_proposer, row_sampling, variants
 from ssdbench.models.model_set import NGRAM, ModelSet
+from ssdbench.speculation.setup import placements
 
 
 @dataclass(frozen=True)
@@ -41,26 +43,48 @@ def count_units(config: RunConfig, workload: Workload) -> int:
 
 
 def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: Recorder, advance: Callable[[str, int], None]) -> None:
+    from ssdbench.profiling.placement import pinned
+
+    target_placement = placements(config)[0] if "ssd" in config.methods or config.target_device else None
     for method, engine in variants(config):
-        for repeat in range(config.repeats):
-            if method in HF_METHODS:
+        if method in HF_METHODS:
+            for repeat in range(config.repeats):
                 _run_hf_baseline(config, models, workload, recorder, method, repeat, advance)
-            else:
-                _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance)
+            continue
+        with pinned(target_placement), _proposer_factory(config, models, workload, method, engine) as factory:
+            for repeat in range(config.repeats):
+                _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance, factory)
+
+
+@contextlib.contextmanager
+def _proposer_factory(config, models, workload, method, engine):
+    """Builds each batch's proposer; for ssd, owns the draft process for the whole variant."""
+    if method != "ssd":
+        yield lambda num_rows, generator: build_proposer(method, engine, models, num_rows, generator)
+        return
+    from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
+    from ssdbench.speculation.setup import draft_spec, fan_out_policy
+
+    spec = draft_spec(config, models, placements(config)[1], fan_out_policy(config))
+    with_q = config.temperature > 0 or config.effective_draft_temperature > 0
+    max_prompt = max(len(t) for t in workload.token_ids)
+    with DraftServer(spec, num_rows=config.batch_size, max_prompt=max_prompt, vocab_size=models.vocab_size,
+                     with_q=with_q) as server:
+        yield lambda num_rows, generator: RemoteSsdProposer(server, row_sampling(config, num_rows, draft=True, device="cpu"))
 
 
 WARMUP_TOKENS = 8
 
 
-def _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance) -> None:
+def _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance, factory) -> None:
     if repeat == 0:  # first calls of a shape pay one-off kernel set-up; keep that out of the records
         _decode_requests(config, models, workload, method, engine, list(range(min(config.batch_size, workload.num_requests))),
-                         seed=config.seed, max_new_tokens=WARMUP_TOKENS)
+                         seed=config.seed, max_new_tokens=WARMUP_TOKENS, factory=factory)
     for start in range(0, workload.num_requests, config.batch_size):
         idx = list(range(start, min(start + config.batch_size, workload.num_requests)))
         seed = request_seed(config, idx[0], repeat)
         batch, timing, steps = _decode_requests(config, models, workload, method, engine, idx, seed=seed,
-                                                max_new_tokens=config.max_new_tokens)
+                                                max_new_tokens=config.max_new_tokens, factory=factory)
         keys = [RequestKey(method, engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
         recorder.add_steps(keys, steps)
         for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
@@ -70,10 +94,10 @@ def _run_loop_variant(config, models, workload, recorder, method, engine, repeat
         advance(f"{method}@{engine}", len(idx))
 
 
-def _decode_requests(config, models, workload, method, engine, idx, *, seed, max_new_tokens):
+def _decode_requests(config, models, workload, method, engine, idx, *, seed, max_new_tokens, factory):
     target = models.target(engine)
     generator = torch.Generator(device=target.device).manual_seed(seed)
-    proposer = build_proposer(method, engine, models, len(idx), generator)
+    proposer = factory(len(idx), generator)
     batch = new_batch(
         [list(workload.token_ids[i]) for i in idx], max_new_tokens=max_new_tokens,
         eos_ids=frozenset() if config.ignore_eos else workload.eos_ids, lookahead=config.k if method != "ar" else 0,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ssdbench.errors import UsageError
 
-METHODS = ("ar", "sd", "hf-generate", "hf-assisted")
+METHODS = ("ar", "sd", "ssd", "hf-generate", "hf-assisted")
 ENGINES = ("native", "hf")
 DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_TARGET = "smollm2-135m"
@@ -41,6 +41,15 @@ class RunConfig:
     data_dir: Path | None = None
     out: Path | None = None
     allow_download: bool = False
+    # SSD (DESIGN.md section 4)
+    target_device: str | None = None  # None: --device, or one core of two when ssd runs on CPU
+    draft_device: str | None = None
+    fan_out: str = "auto"
+    fan_out_list: str | None = None
+    fan_out_miss_list: str | None = None
+    fit_from: Path | None = None
+    backup: str = "jit"
+    saguaro_c: float = 1.0
 
     def __post_init__(self) -> None:
         _check_positive("--k", self.k)
@@ -64,6 +73,13 @@ class RunConfig:
             raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
         for method in self.methods:
             _check_choice("--methods", method, METHODS)
+        _check_choice("--backup", self.backup, ("jit", "fast", "auto"))
+        if not 0 < self.saguaro_c <= 1:
+            raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
+        if "ssd" in self.methods and self.draft in MODEL_FREE_DRAFTS:
+            raise UsageError("ssd needs a draft model (its speculator drafts trees); --draft ngram has none")
+        if "ssd" in self.methods and "native" not in self.engines:
+            raise UsageError("ssd runs on the native engine only (tree attention); add --engine native")
         if len(set(self.methods)) != len(self.methods):
             raise UsageError(f"--methods lists a method twice: {','.join(self.methods)}")
 

@@ -21,3 +21,13 @@ class SuiteError(SsdbenchError):
 
 class RunDirectoryError(SsdbenchError):
     """A run directory that cannot be written, or read back."""
+
+
+class RunFailed(SsdbenchError):
+    """The run started but could not finish (e.g. the draft process died); exit code 1."""
+
+    exit_code = 1
+
+
+class DraftServerError(RunFailed):
+    """The SSD draft process failed to start, crashed, or stopped answering."""

@@ -11,8 +11,10 @@ from ssdbench.decoding.ngram import NgramProposer
 from ssdbench.sampling.params import RowSampling, SamplingParams
 
 
-def sampling_rows(num_rows: int, temperature: float, top_p: float = 1.0) -> RowSampling:
-    return RowSampling.from_params([SamplingParams(temperature=temperature, top_p=top_p)] * num_rows)
+def sampling_rows(num_rows: int, temperature, top_p: float = 1.0) -> RowSampling:
+    """temperature: one value for every row, or a list with one per row."""
+    temps = temperature if isinstance(temperature, (list, tuple)) else [temperature] * num_rows
+    return RowSampling.from_params([SamplingParams(temperature=t, top_p=top_p) for t in temps])
 
 
 def make_proposer(kind, draft, *, k: int, num_rows: int, generator, draft_temperature: float = 0.0, top_p: float = 1.0):
@@ -30,3 +32,16 @@ def decode(target, proposer, prompts, *, max_new_tokens: int, k: int, temperatur
     generator = generator or torch.Generator().manual_seed(seed)
     _, steps = decode_batch(target, proposer, batch, sampling_rows(len(prompts), temperature, top_p), generator, **loop_kwargs)
     return batch, steps
+
+
+def ssd_local(draft, *, k: int, num_rows: int, fan_out: str = "3", fan_out_list=None, backup: str = "jit",
+              saguaro_c: float = 1.0, draft_temperature=0.0, top_p: float = 1.0, generator=None):
+    """SSD's real speculator, run in this process (no concurrency) so tests are deterministic."""
+    from ssdbench.speculation.fan_out import build_fan_out
+    from ssdbench.speculation.local import LocalSsdProposer
+    from ssdbench.speculation.speculator import Speculator
+
+    policy = build_fan_out(fan_out, k=k, fan_out_list=fan_out_list, miss_list=None)
+    speculator = Speculator(draft, lookahead=k, fan_out=policy, backup=backup, saguaro_c=saguaro_c,
+                            generator=generator or torch.Generator().manual_seed(123))
+    return LocalSsdProposer(speculator, sampling_rows(num_rows, draft_temperature, top_p))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from ssdbench.cli.compare import compare_command
+from ssdbench.cli.inspect import ls_command, validate_command
+from ssdbench.cli.project import project_command
+from ssdbench.cli.report import report_command
 from ssdbench.cli.run import run_command
 
 app = typer.Typer(
@@ -13,6 +17,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("run", help="Run the methods on a suite and record every round to Parquet.")(run_command)
+app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
+app.command("ls", help="List methods, engines, attention backends, suites, models and packages.")(ls_command)
+app.command("validate", help="Check that a target/draft pair resolves, shares a vocabulary and fits; runs nothing.")(
+    validate_command)
+app.command("report", help="Figures and one HTML page (PNG + summary table) from one or more runs.")(report_command)
+app.command("project", help="Predicted vs measured speedups on the run's hardware; projected tokens/s on other GPUs.")(
+    project_command)
 
 
 @app.callback()

@@ -43,6 +43,14 @@ def run_command(
     data_dir: opt.DataDir = None,
     chat_template: opt.ChatTemplate = True,
     allow_download: opt.AllowDownload = False,
+    target_device: opt.TargetDevice = None,
+    draft_device: opt.DraftDevice = None,
+    fan_out: opt.FanOutOpt = "auto",
+    fan_out_list: opt.FanOutList = None,
+    fan_out_miss_list: opt.FanOutMissList = None,
+    fit_from: opt.FitFrom = None,
+    backup: opt.Backup = "jit",
+    saguaro_c: opt.SaguaroC = 1.0,
     format: opt.Format = "table",
 ) -> None:
     if format not in ("table", "json"):
@@ -54,7 +62,9 @@ def run_command(
         draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
         dtype=dtype, engines=_split(engine), attention=attention, threads=threads, chat_template=chat_template,
-        data_dir=data_dir, out=out, allow_download=allow_download,
+        data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
+        draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
+        fit_from=fit_from, backup=backup, saguaro_c=saguaro_c,
     )
     perform_run(config, format=format)
 
@@ -70,6 +80,11 @@ def perform_run(config: RunConfig, *, format: str = "table") -> None:
     console = Console(stderr=format == "json")
     load_suite(config.suite, data_dir=config.data_dir)  # an unknown suite fails before any model work
     get_backend(config.attention)
+    if "ssd" in config.methods:  # placements and fan-out are checked before any model loads
+        from ssdbench.speculation.setup import fan_out_policy, placements
+
+        placements(config)
+        fan_out_policy(config)
     models = ModelSet(config)
     models.target_source, models.draft_source  # noqa: B018 - resolve both (clear error if missing)
     models.check_vocabularies()

@@ -63,9 +63,9 @@ def decode_batch(
     """
     target.allocate(batch.size, batch.max_len)
     start_ns = time.perf_counter_ns()
-    _prefill(target, batch, sampling, generator)
-    if proposer is not None:
+    if proposer is not None:  # first, so that a draft on its own device prefills while the target does
         proposer.prefill(batch)
+    _prefill(target, batch, sampling, generator)
     first_token_ns = time.perf_counter_ns()
     row_end_ns = [first_token_ns if row.is_finished else 0 for row in batch.rows]
     steps: list[StepRecord] = []

@@ -10,7 +10,7 @@ from ssdbench.decoding.ngram import NgramProposer
 from ssdbench.models.model_set import NGRAM, ModelSet
 from ssdbench.sampling.params import RowSampling, SamplingParams
 
-LOOP_METHODS = ("ar", "sd")
+LOOP_METHODS = ("ar", "sd", "ssd")
 HF_METHODS = ("hf-generate", "hf-assisted")
 
 
@@ -21,7 +21,7 @@ def variant_label(method: str, engine: str) -> str:
 
 def variants(config: RunConfig) -> list[tuple[str, str]]:
     """(method, engine) pairs in run order; transformers' baselines run once, not per engine."""
-    pairs = [(m, e) for e in config.engines for m in config.methods if m in LOOP_METHODS]
+    pairs = [(m, e) for e in config.engines for m in config.methods if m in LOOP_METHODS and (m != "ssd" or e == "native")]
     pairs += [(m, "transformers") for m in config.methods if m in HF_METHODS]
     return pairs
 

@@ -48,6 +48,8 @@ def int8_kernel_name(device: torch.device | str) -> str:
 class Int8PackLinear:
     """y = x @ dequant(w)^T + b through `_weight_int8pack_mm`; bf16 inside, x's dtype out."""
 
+    name = INT8_PACK
+
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device) -> None:
         q, scales = quantize_int8(weight)
         self.w_int8 = q.to(device)  # [out, in]
@@ -67,6 +69,8 @@ class Int8PackLinear:
 
 class Int8DequantLinear(Int8PackLinear):
     """Fallback with the same quantised values: dequantise to x's dtype, then a dense matmul."""
+
+    name = INT8_DEQUANT
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         w = self.w_int8.to(x.dtype) * self.scales.to(x.dtype)[:, None]  # [out, in]

@@ -20,19 +20,26 @@ import torch.nn.functional as F
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
 from ssdbench.kernels.registry import get_backend
-from ssdbench.models.int8 import int8_kernel_name, make_int8_linear
+from ssdbench.models.int8 import make_int8_linear
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
 WEIGHT_FORMATS = ("fp32", "int8")
 
 
-class DenseLinear:
-    """y = x @ w_t (+ b) with the weight stored transposed and contiguous, w_t [in, out]."""
+LINEAR_KERNELS = ("auto", "onednn", "matmul")
+ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
+
+
+class MatmulLinear:
+    """y = x @ w_t (+ b), the weight stored transposed and contiguous, w_t [in, out]: any device."""
+
+    name = "matmul"
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
         self.w_t = weight.to(device=device, dtype=dtype).t().contiguous()  # [in, out]
         self.bias = None if bias is None else bias.to(device=device, dtype=dtype)  # [out]
+        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * dtype.itemsize
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         y = x @ self.w_t
@@ -41,7 +48,35 @@ class DenseLinear:
         return y
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.w_t, self.bias) if t is not None)
+        return self.num_bytes
+
+
+class OnednnLinear(MatmulLinear):
+    """CPU: the weight pre-packed once by oneDNN. Unlike MKL's sgemm, which repacks the weight on
+    every call with 2-16 rows, a verify over K+1 tokens then costs about what one token does,
+    and each row's result does not depend on how many rows share the call."""
+
+    name = "onednn"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
+        w = weight.to(dtype=dtype).contiguous()  # [out, in]
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(w, ONEDNN_BATCH_HINT)  # opaque, [out, in]
+        self.bias = None if bias is None else bias.to(dtype=dtype)  # [out]
+        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * dtype.itemsize
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def dense_linear_class(kernel: str, device, dtype: torch.dtype) -> type[MatmulLinear]:
+    """The dense kernel: "auto" is oneDNN on CPU (fp32/bf16) where torch has it, else matmul."""
+    if kernel not in LINEAR_KERNELS:
+        raise UsageError(f"unknown linear kernel {kernel!r}: known: {', '.join(LINEAR_KERNELS)}")
+    onednn_ok = (torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
+                 and dtype in (torch.float32, torch.bfloat16))
+    if kernel == "onednn" and not onednn_ok:
+        raise UsageError(f"linear kernel 'onednn' needs a CPU with oneDNN and fp32/bf16, not {device} {dtype}")
+    return OnednnLinear if kernel != "matmul" and onednn_ok else MatmulLinear
 
 
 @dataclass
@@ -172,26 +207,27 @@ class NativeCausalLM:
 
     def describe(self) -> dict:
         """What the run manifest records about this engine."""
-        kernel = int8_kernel_name(self.device) if self.weights == "int8" else "dense x@w_t"
         return {"engine": "native", "model_type": self.shape.model_type, "weights": self.weights,
-                "linear_kernel": kernel, "dtype": str(self.dtype).removeprefix("torch."),
+                "linear_kernel": self.lm_head.name, "dtype": str(self.dtype).removeprefix("torch."),
                 "device": str(self.device), "attention_backend": self.backend_name,
                 "weight_bytes_per_forward": self.weight_bytes_per_forward()}
 
 
 def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="cpu", dtype=torch.float32,
-                       backend: str = "sdpa", weights: str = "fp32") -> NativeCausalLM:
+                       backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto") -> NativeCausalLM:
     """A native model from a transformers config and a state dict in Hugging Face naming.
 
     weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
     the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
     """
     shape = ModelShape.from_hf_config(config)
-    return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights)
+    return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
+                  linear_kernel=linear_kernel)
 
 
 def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=torch.float32,
-                       backend: str = "sdpa", weights: str = "fp32", std: float = 0.02) -> NativeCausalLM:
+                       backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
+                       std: float = 0.02) -> NativeCausalLM:
     """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
     expected = hf_param_shapes(shape)
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -203,21 +239,23 @@ def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=
             return torch.ones(expected[name], device=device)  # [n]
         return torch.randn(expected[name], generator=generator, device=device).mul_(std)  # HF shape
 
-    return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights)
+    return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights,
+                  linear_kernel=linear_kernel)
 
 
 def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype, backend: str,
-           weights: str) -> NativeCausalLM:
+           weights: str, linear_kernel: str) -> NativeCausalLM:
     if weights not in WEIGHT_FORMATS:
         raise UsageError(f"unknown weight format {weights!r}: known: {', '.join(WEIGHT_FORMATS)}")
     attention = get_backend(backend, device=device)
     attention.check(device=torch.device(device), dtype=dtype)
     fetch = _fetcher(shape, lookup)
+    dense = dense_linear_class(linear_kernel, device, dtype)
 
     def make_linear(w: torch.Tensor, b: torch.Tensor | None):  # w [out, in], b [out]
         if weights == "int8":
             return make_int8_linear(w, b, device=device)
-        return DenseLinear(w, b, device=device, dtype=dtype)
+        return dense(w, b, device=device, dtype=dtype)
 
     def linear(prefix: str, names: tuple[str, ...]):
         ws = [fetch(f"{prefix}{n}.weight") for n in names]  # [out_n, in] each

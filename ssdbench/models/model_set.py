@@ -55,6 +55,10 @@ class ModelSet:
 
         return load_config(self.target_source)
 
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target_hf_config.vocab_size)
+
     def check_vocabularies(self) -> None:
         """Target and draft must share a vocabulary; checked before any work starts."""
         if self.draft_source is None:
@@ -86,6 +90,13 @@ class ModelSet:
             return self._get(("hf-model", "draft"), lambda: quantize_hf_int8(self.hf_target()))
         return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
 
+    @cached_property
+    def device(self) -> str:
+        """The target's device: --target-device where given (its cores are pinned elsewhere), else --device."""
+        from ssdbench.speculation.setup import placements
+
+        return placements(self.config)[0].device
+
     def _get(self, key, build):
         if key not in self._cache:
             self._cache[key] = build()
@@ -94,7 +105,7 @@ class ModelSet:
     def _load_hf(self, source):
         from ssdbench.models.hf_engine import load_hf_model
 
-        return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.config.device)
+        return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.device)
 
     def _build(self, source, engine: str, *, int8: bool):
         if engine == "hf":
@@ -108,6 +119,6 @@ class ModelSet:
         dtype = torch_dtype(self.config.dtype)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
         return build_native_model(
-            load_config(source), state, device=self.config.device, dtype=dtype,
+            load_config(source), state, device=self.device, dtype=dtype,
             backend=self.config.attention, weights="int8" if int8 else "fp32",
         )

@@ -19,8 +19,12 @@ def add_label(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, *, baseline: str = "ar") -> pd.DataFrame:
-    """Per variant: throughput, paired speedup vs `baseline`, acceptance, latency, exactness."""
-    requests, steps = add_label(requests), add_label(steps)
+    """Per variant: throughput, paired speedup vs `baseline`, acceptance, latency, exactness.
+
+    Frames that already carry a `label` column keep it (compare labels variants `RUN:label`).
+    """
+    if "label" not in requests.columns:
+        requests, steps = add_label(requests), add_label(steps)
     rows = []
     for label, group in requests.groupby("label", sort=False):
         row = {"label": label, "method": group["method"].iloc[0], "engine": group["engine"].iloc[0]}
@@ -40,8 +44,15 @@ def _throughput(group: pd.DataFrame) -> dict:
         "decode_tokens_per_s_total": float((group["new_tokens"] - 1).clip(lower=0).sum() / (group["decode_ms"].sum() / 1e3))
         if group["decode_ms"].sum() > 0 else float("nan"),
         "ttft_ms_median": float(group["ttft_ms"].median()),
+        "ttft_ms_p90": _quantile(group["ttft_ms"], 0.9),
         "tpot_ms_median": float(group["tpot_ms"].median()),
+        "tpot_ms_p90": _quantile(group["tpot_ms"], 0.9),
     }
+
+
+def _quantile(values: pd.Series, q: float) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.quantile(q)) if len(values) else float("nan")
 
 
 def _speedup(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:
@@ -56,16 +67,58 @@ def _speedup(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:
 
 def _acceptance(steps: pd.DataFrame, method: str) -> dict:
     """Acceptance length pooled over rounds (canonical) and per request; draft acceptance rate."""
+    marginal, conditional = acceptance_by_position(steps)
     if steps.empty:
         return {"acceptance_length": float("nan"), "acceptance_length_per_request": float("nan"),
-                "draft_acceptance_rate": float("nan"), "rounds": 0}
-    per_request = steps.groupby(["prompt_id", "repeat"])["emitted"].mean()
+                "draft_acceptance_rate": float("nan"), "rounds": 0, "accept_marginal": marginal,
+                "accept_conditional": conditional, **cache_hits(steps)}
+    per_request = steps.groupby(["suite", "prompt_id", "repeat"])["emitted"].mean()
     proposed = steps["proposed"].sum()
     return {
         "acceptance_length": float(steps["emitted"].mean()),
         "acceptance_length_per_request": float(per_request.mean()),
         "draft_acceptance_rate": float(steps["accepted"].sum() / proposed) if proposed else float("nan"),
         "rounds": int(len(steps)),
+        "accept_marginal": marginal,
+        "accept_conditional": conditional,
+        **cache_hits(steps),
+    }
+
+
+def acceptance_by_position(steps: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """Per draft position i = 1..K: marginal P(first i drafts all accepted) and conditional
+    P(draft i accepted | drafts 1..i-1 accepted), over rounds that proposed at least i drafts."""
+    spec = steps[steps["proposed"] > 0] if len(steps) else steps
+    if spec.empty:
+        return [], []
+    proposed = spec["proposed"].to_numpy(dtype=int)
+    accepted = spec["accepted"].to_numpy(dtype=int)
+    positions = np.arange(1, proposed.max() + 1)[:, None]  # [K, 1]
+    offered = proposed[None, :] >= positions  # [K, rounds]: draft i was proposed
+    reached = offered & (accepted[None, :] >= positions)  # drafts 1..i all accepted
+    prior = offered & (accepted[None, :] >= positions - 1)  # drafts 1..i-1 all accepted
+    with np.errstate(invalid="ignore", divide="ignore"):
+        marginal = reached.sum(axis=1) / offered.sum(axis=1)
+        conditional = reached.sum(axis=1) / prior.sum(axis=1)
+    return [float(x) for x in marginal], [float(x) for x in conditional]
+
+
+def cache_hits(steps: pd.DataFrame) -> dict:
+    """SSD speculation-cache hit rate and acceptance length on hits vs misses (NaN outside ssd)."""
+    nan = float("nan")
+    if "cache_hit" not in steps.columns or steps.empty:
+        return {"cache_hit_rate": nan, "acceptance_length_hit": nan, "acceptance_length_miss": nan}
+    hit = pd.array(steps["cache_hit"], dtype="boolean")
+    known = ~np.asarray(hit.isna(), dtype=bool)
+    if not known.any():
+        return {"cache_hit_rate": nan, "acceptance_length_hit": nan, "acceptance_length_miss": nan}
+    emitted = steps["emitted"].to_numpy(dtype=float)
+    is_hit = hit.fillna(False).to_numpy(dtype=bool)
+    is_miss = known & ~is_hit
+    return {
+        "cache_hit_rate": float(is_hit.sum() / known.sum()),
+        "acceptance_length_hit": float(emitted[is_hit].mean()) if is_hit.any() else nan,
+        "acceptance_length_miss": float(emitted[is_miss].mean()) if is_miss.any() else nan,
     }
 
 

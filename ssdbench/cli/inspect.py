@@ -1,0 +1,218 @@
+"""`ssdbench ls` (what this machine offers) and `ssdbench validate` (would this pair run here?)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ssdbench.cli import options as opt
+from ssdbench.cli.errors import reports_errors
+from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
+from ssdbench.errors import UsageError
+
+METHOD_NOTES = {"ar": "autoregressive: one target forward, one token",
+                "sd": "speculative: draft proposes K, target verifies",
+                "ssd": "speculative speculative (Saguaro): drafting overlaps verification",
+                "hf-generate": "transformers' generate (baseline)",
+                "hf-assisted": "transformers' assisted generation (baseline)"}
+NOTABLE_PACKAGES = ("torch", "transformers", "flash-attn", "nvidia-ml-py", "pyarrow")
+CONTEXT_TOKENS = 2048  # per sequence, for validate's KV-cache estimate
+Format = Annotated[str, typer.Option("--format", help="table or json.")]
+
+
+def _embedded_status() -> dict:
+    from ssdbench.models.embedded import INSTALL_COMMAND, embedded_gguf_path
+    from ssdbench.models.weights import cached_sha256, read_conversion_record, ssdbench_cache_dir
+
+    try:
+        gguf = embedded_gguf_path()
+    except Exception as err:  # noqa: BLE001 - not installed: say why, never fail `ls`
+        return {"name": DEFAULT_TARGET, "installed": False, "converted": False, "detail": str(err)}
+    sha256 = cached_sha256(gguf)
+    models = ssdbench_cache_dir() / "models"
+    folders = [f for f in models.iterdir() if (read_conversion_record(f) or {}).get("gguf_sha256") == sha256] \
+        if models.is_dir() else []
+    detail = str(folders[0]) if folders else f"{gguf} (converted on first use, ~30 s)"
+    return {"name": DEFAULT_TARGET, "installed": True, "converted": bool(folders), "detail": detail,
+            "install": INSTALL_COMMAND}
+
+
+def _aliases() -> list[dict]:
+    from ssdbench.models.aliases import ALIASES
+    from ssdbench.models.source import hub_cache_dir
+
+    hub = hub_cache_dir()
+    rows = []
+    for alias, repo in ALIASES.items():
+        snapshots = hub / f"models--{repo.replace('/', '--')}" / "snapshots"
+        rows.append({"alias": alias, "repo_id": repo, "cached": snapshots.is_dir() and any(snapshots.iterdir())})
+    return rows
+
+
+def _packages() -> dict:
+    from ssdbench.records.manifest import package_versions
+
+    info: dict = {"versions": package_versions(NOTABLE_PACKAGES)}
+    try:
+        import torch
+    except ImportError:
+        return {**info, "cuda_available": False, "cuda_devices": []}
+    is_cuda = torch.cuda.is_available()
+    devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if is_cuda else []
+    return {**info, "cuda_available": is_cuda, "torch_cuda": torch.version.cuda, "cuda_devices": devices}
+
+
+def inventory(data_dir: Path | None) -> dict:
+    """Everything `ls` shows, as plain data."""
+    from ssdbench.config import ENGINES, METHODS
+    from ssdbench.kernels.registry import list_backends
+    from ssdbench.suites import list_suites
+
+    return {
+        "methods": [{"name": m, "note": METHOD_NOTES.get(m, "")} for m in METHODS],
+        "engines": list(ENGINES),
+        "attention_backends": [{"name": n, "available": ok, "reason": why} for n, ok, why in list_backends()],
+        "suites": [{"name": s.name, "available": s.is_available, "description": s.description, "detail": s.detail}
+                   for s in list_suites(data_dir=data_dir)],
+        "embedded_default": _embedded_status(),
+        "aliases": _aliases(),
+        "packages": _packages(),
+    }
+
+
+def _yes(flag: bool) -> str:
+    return "[green]yes[/]" if flag else "[yellow]no[/]"
+
+
+def _print_inventory(info: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console()
+    console.print("[bold]methods[/]: " + ", ".join(f"{m['name']} ({m['note']})" for m in info["methods"]))
+    console.print("[bold]engines[/]: " + ", ".join(info["engines"]))
+    for b in info["attention_backends"]:
+        console.print(f"[bold]attention[/] {b['name']}: {_yes(b['available'])} {escape(b['reason'])}")
+    for s in info["suites"]:
+        console.print(f"[bold]suite[/] {s['name']}: {_yes(s['available'])} · {escape(s['description'])} · "
+                      f"[dim]{escape(s['detail'])}[/]")
+    e = info["embedded_default"]
+    console.print(f"[bold]embedded default[/] {e['name']}: installed {_yes(e['installed'])}, converted "
+                  f"{_yes(e['converted'])} · [dim]{escape(e['detail'])}[/]")
+    for a in info["aliases"]:
+        console.print(f"[bold]alias[/] {a['alias']} → {a['repo_id']}: in HF cache {_yes(a['cached'])}")
+    p = info["packages"]
+    versions = ", ".join(f"{n} {v or '[yellow]not installed[/]'}" for n, v in p["versions"].items())
+    console.print(f"[bold]packages[/]: {versions}")
+    devices = ", ".join(p["cuda_devices"]) or "none"
+    console.print(f"[bold]CUDA[/]: available {_yes(p['cuda_available'])} · devices: {escape(devices)}")
+
+
+@reports_errors
+def ls_command(data_dir: opt.DataDir = None, format: Format = "table") -> None:
+    if format not in ("table", "json"):
+        raise UsageError(f"--format must be 'table' or 'json', got {format!r}")
+    info = inventory(data_dir)
+    if format == "json":
+        typer.echo(json.dumps(info, default=str))
+    else:
+        _print_inventory(info)
+
+
+def _available_mib(device) -> float | None:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device.index or 0)[0] / 2**20
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    from ssdbench.records.manifest import total_memory_mib
+
+    return total_memory_mib()
+
+
+def check_device(name: str):
+    """torch.device for `name`, or a one-line UsageError if it cannot be used here."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, ...)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {name}: CUDA is not available here (torch {torch.__version__})")
+        if (device.index or 0) >= torch.cuda.device_count():
+            raise UsageError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif device.type != "cpu":
+        raise UsageError(f"--device {name}: ssdbench runs on cpu or cuda")
+    return device
+
+
+def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple[float, float]:
+    """(weights, KV cache for one sequence of CONTEXT_TOKENS) in MiB for a model config."""
+    from ssdbench.models.shape import ModelShape
+
+    shape = ModelShape.from_hf_config(config)
+    itemsize = dtype.itemsize
+    weights = shape.num_params() * (weight_itemsize or itemsize)
+    kv = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize * CONTEXT_TOKENS
+    return weights / 2**20, kv / 2**20
+
+
+def _resolve_pair(target: str, draft: str):
+    """(target source, draft source or None, draft description); vocabularies checked."""
+    from ssdbench.models.model_set import NGRAM, SELF_INT8
+    from ssdbench.models.source import resolve_model
+    from ssdbench.models.weights import check_same_vocabulary, load_config, load_tokenizer
+
+    target_source = resolve_model(target)
+    if draft in (NGRAM, SELF_INT8):
+        return target_source, None, {NGRAM: "n-gram prompt lookup (no model)", SELF_INT8: "int8 copy of the target"}[draft]
+    draft_source = resolve_model(draft)
+    check_same_vocabulary((load_config(target_source), load_tokenizer(target_source)),
+                          (load_config(draft_source), load_tokenizer(draft_source)))
+    return target_source, draft_source, f"{draft_source.name} ({draft_source.kind}: {draft_source.path})"
+
+
+@reports_errors
+def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEFAULT_DRAFT,
+                     device: opt.Device = "cpu", dtype: opt.Dtype = "float32") -> None:
+    """Resolve target and draft, check vocabularies and memory; runs nothing."""
+    from rich.console import Console
+
+    from ssdbench.models.model_set import SELF_INT8, torch_dtype
+    from ssdbench.models.weights import load_config
+
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    dev = check_device(device)
+    target_source, draft_source, draft_text = _resolve_pair(target, draft)
+    config = load_config(target_source)
+    weights, kv = _memory_mib(config, torch_dtype(dtype))
+    draft_weights, draft_kv = (0.0, 0.0)
+    if draft_source is not None:
+        draft_weights, draft_kv = _memory_mib(load_config(draft_source), torch_dtype(dtype))
+    elif draft == SELF_INT8:
+        draft_weights, draft_kv = _memory_mib(config, torch_dtype(dtype), weight_itemsize=1)
+    needed, available = weights + kv + draft_weights + draft_kv, _available_mib(dev)
+    if available is not None and needed > available:
+        raise UsageError(f"not enough memory on {dev}: about {needed:,.0f} MiB needed, {available:,.0f} MiB available")
+    vocabulary = "shared by target and draft" if draft_source else "the target's (no separate draft model)"
+    console = Console()
+    console.print(f"target: {target_source.name} ({target_source.kind}: {target_source.path})")
+    console.print(f"draft: {draft_text}")
+    console.print(f"vocabulary: {vocabulary}, {config.vocab_size} tokens")
+    console.print(f"device: {dev} · dtype {dtype}")
+    console.print(f"memory: target {weights:,.1f} MiB + KV {kv:,.1f} MiB, draft {draft_weights:,.1f} MiB + KV "
+                  f"{draft_kv:,.1f} MiB (1 sequence × {CONTEXT_TOKENS} tokens) ≈ {needed:,.1f} MiB needed; "
+                  f"{'unknown' if available is None else f'{available:,.0f} MiB'} available")
+    console.print("[green]ok[/]: the pair resolves, shares a vocabulary and fits; nothing was run")

@@ -1,0 +1,93 @@
+"""Where a role runs: a torch device, and on CPU optionally the cores it is pinned to.
+
+`cpu:0` pins to core 0 (one thread), `cpu:2-3` or `cpu:2,3` to those cores, `cpu` leaves
+the process where the OS puts it; `cuda`, `cuda:1` name a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Placement:
+    spec: str
+    device: str  # what torch sees: "cpu", "cuda:1"
+    cores: tuple[int, ...] | None  # CPU cores to pin to; None = no pinning
+
+    @property
+    def threads(self) -> int | None:
+        return len(self.cores) if self.cores else None
+
+    def describe(self) -> dict:
+        return {"spec": self.spec, "device": self.device, "cores": list(self.cores) if self.cores else None,
+                "threads": self.threads or torch.get_num_threads()}
+
+
+def parse_placement(spec: str, *, flag: str) -> Placement:
+    kind, _, rest = spec.partition(":")
+    if kind == "cuda":
+        return Placement(spec, spec, None)
+    if kind != "cpu":
+        raise UsageError(f"{flag}: expected cpu, cpu:CORES or cuda[:N], got '{spec}'")
+    if not rest:
+        return Placement(spec, "cpu", None)
+    cores = _parse_cores(rest, flag=flag, spec=spec)
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    missing = [c for c in cores if c not in available]
+    if missing:
+        raise UsageError(f"{flag} {spec}: core(s) {missing} not available here (available: {available})")
+    return Placement(spec, "cpu", cores)
+
+
+def _parse_cores(text: str, *, flag: str, spec: str) -> tuple[int, ...]:
+    cores: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cores.extend(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise UsageError(f"{flag}: bad core list in '{spec}' (use e.g. cpu:0, cpu:0-3, cpu:0,2)") from None
+    return tuple(sorted(set(cores)))
+
+
+def pin_current_process(placement: Placement) -> None:
+    """Pin this process (all its threads) to the placement's cores and match torch's thread count."""
+    if placement.cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, placement.cores)
+        torch.set_num_threads(len(placement.cores))
+
+
+@contextlib.contextmanager
+def pinned(placement: Placement | None):
+    """Run a block pinned to `placement`, then restore the previous affinity and thread count."""
+    if placement is None or not placement.cores or not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    pin_current_process(placement)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        torch.set_num_threads(threads)
+
+
+def default_placements(num_roles: int = 2) -> tuple[str, str]:
+    """One core each for target and draft where there are at least two; else share what there is."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    if len(cores) >= num_roles:
+        half = len(cores) // 2
+        target, draft = cores[:half], cores[half:]
+        return f"cpu:{_span(target)}", f"cpu:{_span(draft)}"
+    return "cpu", "cpu"
+
+
+def _span(cores: list[int]) -> str:
+    return ",".join(str(c) for c in cores)

@@ -1,0 +1,212 @@
+"""PNG figures of one or more runs; a figure whose data is absent is skipped with a reason.
+
+Figures are drawn on matplotlib's Agg canvas, chosen per figure inside `make_plots` (no
+pyplot, no global backend switch, nothing at import). Variants are named by their label
+(`sd`, `sd@hf`), prefixed with the run's name when several runs are plotted together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem
+    title: str
+    path: Path | None  # None: skipped
+    reason: str = ""  # why it was skipped
+
+
+@dataclass(frozen=True)
+class Frames:
+    """Every run's tables stacked, with `run` and `variant` columns."""
+
+    steps: object
+    requests: object
+    gpu: object
+    num_runs: int
+
+
+def run_names(runs) -> list[str]:
+    names = [Path(run.path).name for run in runs]
+    return names if len(set(names)) == len(names) else [f"{i + 1}:{n}" for i, n in enumerate(names)]
+
+
+def stack_runs(runs) -> Frames:
+    import pandas as pd
+
+    from ssdbench.report.summary import add_label
+
+    def stacked(table: str, labelled: bool):
+        parts = []
+        for name, run in zip(run_names(runs), runs):
+            frame = getattr(run, table).assign(run=name)
+            if labelled:
+                frame = add_label(frame)
+                frame["variant"] = frame["label"] if len(runs) == 1 else name + "·" + frame["label"]
+            parts.append(frame)
+        return pd.concat(parts, ignore_index=True)
+
+    return Frames(stacked("steps", True), stacked("requests", True), stacked("gpu", False), len(runs))
+
+
+def _acceptance_hist(fig, d: Frames) -> str | None:
+    drafted = d.steps[d.steps["proposed"] > 0]
+    if drafted.empty:
+        return "no drafted rounds (only ar, or a proposer that never proposed)"
+    ax = fig.add_subplot()
+    groups = list(drafted.groupby("variant", sort=False)["emitted"])
+    width = 0.8 / len(groups)
+    for i, (variant, emitted) in enumerate(groups):
+        shares = emitted.value_counts(normalize=True).sort_index()
+        ax.bar(shares.index + (i - (len(groups) - 1) / 2) * width, shares.to_numpy(), width, label=variant)
+    ax.set(xlabel="tokens committed per round (emitted, bonus included)", ylabel="share of rounds")
+    ax.legend()
+    return None
+
+
+def _per_position(fig, d: Frames) -> str | None:
+    from ssdbench.projection.theory import per_position_acceptance
+
+    drafted = d.steps[d.steps["proposed"] > 0]
+    if drafted.empty:
+        return "no drafted rounds"
+    marginal, conditional = fig.subplots(1, 2, sharey=True)
+    for variant, group in drafted.groupby("variant", sort=False):
+        table = per_position_acceptance(group)
+        marginal.plot(table["position"], table["marginal"], marker="o", label=variant)
+        conditional.plot(table["position"], table["conditional"], marker="o", label=variant)
+    marginal.set(title="marginal: P(drafts 1..i accepted)", xlabel="draft position i", ylabel="probability", ylim=(0, 1.05))
+    conditional.set(title="conditional: P(draft i | 1..i−1 accepted)", xlabel="draft position i")
+    marginal.legend()
+    return None
+
+
+def _throughput(fig, d: Frames) -> str | None:
+    from ssdbench.report.stats import geometric_mean_ci
+
+    rates = d.requests.dropna(subset=["decode_tokens_per_s"])
+    if rates.empty:
+        return "no request decoded more than one token"
+    names, centres, lows, highs = [], [], [], []
+    for variant, group in rates.groupby("variant", sort=False):
+        ci = geometric_mean_ci(group["decode_tokens_per_s"].to_numpy(dtype=float))
+        has_ci = ci.low == ci.low  # NaN with a single request
+        names.append(variant)
+        centres.append(ci.estimate)
+        lows.append(ci.estimate - ci.low if has_ci else 0.0)
+        highs.append(ci.high - ci.estimate if has_ci else 0.0)
+    ax = fig.add_subplot()
+    ax.bar(names, centres, yerr=[lows, highs], capsize=4, color="tab:blue")
+    ax.set(ylabel="decode tokens/s per request\n(geometric mean, 95% bootstrap CI)")
+    ax.tick_params(axis="x", rotation=30)
+    return None
+
+
+def frontier_points(d: Frames):
+    """Per (run, label): total decode tokens/s (emitted / wall time of its rounds, a batch's
+    shared round counted once) and per-request decode latency (median TPOT)."""
+    import pandas as pd
+
+    rows = []
+    for (run, label), group in d.steps.groupby(["run", "label"], sort=False):
+        rounds = group.drop_duplicates(["t_start_ns", "step_ms"])
+        requests = d.requests[(d.requests["run"] == run) & (d.requests["label"] == label)]
+        rows.append({"run": run, "label": label, "method": group["method"].iloc[0],
+                     "batch_size": int(group["batch_size"].max()),
+                     "total_tokens_per_s": group["emitted"].sum() / (rounds["step_ms"].sum() / 1e3),
+                     "latency_ms": float(requests["tpot_ms"].median())})
+    return pd.DataFrame(rows)
+
+
+def pareto_mask(latency, throughput) -> list[bool]:
+    """True for points no other point beats on both lower latency and higher throughput."""
+    pairs = list(zip(latency, throughput))
+    return [not any(l2 <= l1 and t2 >= t1 and (l2, t2) != (l1, t1) for l2, t2 in pairs) for l1, t1 in pairs]
+
+
+def _frontier(fig, d: Frames) -> str | None:
+    points = frontier_points(d)
+    if d.num_runs < 2 and points["batch_size"].nunique() < 2:
+        return "needs several runs or batch sizes (give more than one run)"
+    ax = fig.add_subplot()
+    for label, group in points.groupby("label", sort=False):
+        group = group.sort_values("latency_ms")
+        scatter = ax.scatter(group["latency_ms"], group["total_tokens_per_s"], label=label)
+        best = group[pareto_mask(group["latency_ms"], group["total_tokens_per_s"])]
+        ax.plot(best["latency_ms"], best["total_tokens_per_s"], color=scatter.get_facecolor()[0], linestyle="--")
+        for _, p in group.iterrows():
+            ax.annotate(f"b={p['batch_size']}", (p["latency_ms"], p["total_tokens_per_s"]), fontsize=7)
+    ax.set(xlabel="per-request decode latency: median TPOT (ms/token)", ylabel="total decode tokens/s",
+           title="dashed: Pareto frontier per method")
+    ax.legend()
+    return None
+
+
+def _gpu(fig, d: Frames) -> str | None:
+    if d.gpu.empty:
+        return "gpu.parquet has no samples (no NVIDIA GPU telemetry in these runs)"
+    util, power = fig.subplots(2, 1, sharex=True)
+    for (run, device, role), group in d.gpu.groupby(["run", "device_index", "role"], sort=False):
+        seconds = (group["t_ns"] - group["t_ns"].min()) / 1e9
+        name = f"{run} gpu{device} ({role})" if d.num_runs > 1 else f"gpu{device} ({role})"
+        util.plot(seconds, group["util_pct"], label=name)
+        power.plot(seconds, group["power_w"], label=name)
+    util.set(ylabel="utilisation %")
+    power.set(ylabel="power W", xlabel="seconds since first sample")
+    util.legend()
+    return None
+
+
+def _hit_rate(fig, d: Frames) -> str | None:
+    import numpy as np
+
+    from ssdbench.projection.theory import fit_power_law, hit_rate_by_fan_out
+
+    ssd = d.steps[d.steps["cache_hit"].notna() & d.steps["fan_out_total"].notna()]
+    if ssd.empty:
+        return "no SSD rounds with cache hit and fan-out records"
+    ax = fig.add_subplot()
+    for variant, group in ssd.groupby("variant", sort=False):
+        table = hit_rate_by_fan_out(group)
+        dots = ax.scatter(table["fan_out_total"], table["hit_rate"], label=variant)
+        fit = fit_power_law(group)
+        if fit is not None:
+            f = np.linspace(max(1, table["fan_out_total"].min()), table["fan_out_total"].max(), 50)
+            ax.plot(f, 1 - fit[1] * f ** -fit[0], color=dots.get_facecolor()[0], label=f"{variant} fit r={fit[0]:.2f}")
+    ax.set(xlabel="branches per sequence (fan_out_total)", ylabel="cache hit rate", ylim=(0, 1.05))
+    ax.legend()
+    return None
+
+
+FIGURES = (
+    ("acceptance_length", "Acceptance length per round", _acceptance_hist),
+    ("per_position_acceptance", "Per-position acceptance", _per_position),
+    ("decode_throughput", "Decode tokens/s per variant", _throughput),
+    ("throughput_latency", "Throughput–latency frontier", _frontier),
+    ("gpu_telemetry", "GPU utilisation and power", _gpu),
+    ("ssd_hit_rate", "SSD hit rate vs fan-out", _hit_rate),
+)
+
+
+def make_plots(runs, out_dir: Path) -> list[Plot]:
+    """Draw every figure of FIGURES into `out_dir/<name>.png` (Agg canvas); skipped ones say why."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    frames = stack_runs(runs)
+    plots = []
+    for name, title, draw in FIGURES:
+        fig = Figure(figsize=(9, 4.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        reason = draw(fig, frames)
+        if reason:
+            plots.append(Plot(name, title, None, reason))
+            continue
+        fig.suptitle(title)
+        path = Path(out_dir) / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plots.append(Plot(name, title, path))
+    return plots

@@ -1,0 +1,17 @@
+"""Proposals for rows whose outcome the speculation cache did not foresee (DESIGN.md 4.5)."""
+
+from __future__ import annotations
+
+import torch
+
+from ssdbench.decoding.ngram import lookup_continuation
+
+BACKUPS = ("jit", "fast", "auto")
+
+
+def fast_proposal(history: list[int], *, lookahead: int, vocab_size: int, generator: torch.Generator) -> list[int]:
+    """Free: the n-gram continuation of the row's own text, or random tokens when there is none."""
+    guess = lookup_continuation(history, max_ngram=3, num_tokens=lookahead)
+    if guess:
+        return guess
+    return torch.randint(0, vocab_size, (lookahead,), generator=generator).tolist()

@@ -1,0 +1,38 @@
+"""The speculation cache: for one round, (row, accepted count, bonus token) -> ready proposal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class CachedProposal:
+    tokens: list[int]  # d <= K draft tokens
+    q: torch.Tensor | None  # [d, V] the exact distributions they were drawn from (None: greedy)
+
+    @property
+    def depth(self) -> int:
+        return len(self.tokens)
+
+
+class SpeculationCache:
+    """Lives for one round: `reset` when a new tree starts, `lookup` when the outcome arrives."""
+
+    def __init__(self, num_rows: int) -> None:
+        self._rows: list[dict[tuple[int, int], CachedProposal]] = [{} for _ in range(num_rows)]
+
+    def reset(self) -> None:
+        for row in self._rows:
+            row.clear()
+
+    def store(self, row: int, accepted: int, bonus: int, proposal: CachedProposal) -> None:
+        self._rows[row][(accepted, bonus)] = proposal
+
+    def lookup(self, row: int, accepted: int, bonus: int) -> CachedProposal | None:
+        found = self._rows[row].get((accepted, bonus))
+        return found if found is not None and found.depth > 0 else None
+
+    def size(self, row: int) -> int:
+        return len(self._rows[row])

@@ -1,0 +1,120 @@
+"""The verifier's side of SSD: start the draft process, send outcomes, receive proposals."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import torch
+
+from ssdbench.decoding.batch import DecodeBatch
+from ssdbench.decoding.protocols import Proposal
+from ssdbench.errors import DraftServerError
+from ssdbench.sampling.params import RowSampling
+from ssdbench.speculation import mailbox as mb
+from ssdbench.speculation.local import outcomes_of
+from ssdbench.speculation.server import BACKUP_CODES, DraftSpec, serve
+
+START_TIMEOUT_S = 600.0
+BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
+
+
+class DraftServer:
+    """A running draft process and its mailbox. Use as a context manager: it always stops the process."""
+
+    def __init__(self, spec: DraftSpec, *, num_rows: int, max_prompt: int, vocab_size: int, with_q: bool) -> None:
+        self.spec = spec
+        self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, lookahead=spec.lookahead,
+                                     vocab_size=vocab_size, with_q=with_q)
+        context = multiprocessing.get_context("spawn")
+        self.process = context.Process(target=serve, args=(self.box, spec), name="ssdbench-draft", daemon=True)
+        self._expected = 0
+
+    def __enter__(self) -> DraftServer:
+        self.process.start()
+        if not self.box.wait_for(mb.STATUS, mb.STATUS_OK, is_alive=self._alive_and_starting, timeout_s=START_TIMEOUT_S):
+            self._raise("the draft process did not start")
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _alive_and_starting(self) -> bool:
+        return self.process.is_alive() and int(self.box.ctrl[mb.STATUS]) != mb.STATUS_ERROR
+
+    def stop(self) -> None:
+        """Ask the process to stop; kill it if it does not within two seconds."""
+        if self.process.is_alive():
+            self.box.post_request(mb.KIND_STOP)
+            self.process.join(timeout=2.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=2.0)
+
+    def post(self, kind: int) -> None:
+        self._expected = self.box.post_request(kind)
+
+    def wait(self) -> None:
+        """Block until the last request is answered; a dead or failing draft is a one-line error."""
+        if not self.box.wait_for(mb.RESP_SEQ, self._expected, is_alive=self.process.is_alive):
+            if int(self.box.ctrl[mb.RESP_SEQ]) != self._expected:
+                self._raise("the draft process stopped answering")
+        if int(self.box.ctrl[mb.STATUS]) == mb.STATUS_ERROR:
+            self._raise("the draft process failed")
+
+    @property
+    def pending(self) -> bool:
+        return int(self.box.ctrl[mb.RESP_SEQ]) != self._expected
+
+    def _raise(self, what: str) -> None:
+        message = self.box.read_error()
+        code = self.process.exitcode
+        self.stop()
+        detail = message or (f"exit code {code}" if code is not None else "no answer")
+        raise DraftServerError(f"{what}: {detail}")
+
+
+class RemoteSsdProposer:
+    """Proposer for `ssd`: the speculator runs in the draft process, concurrently with verification."""
+
+    name = "ssd"
+
+    def __init__(self, server: DraftServer, sampling: RowSampling) -> None:
+        self.server = server
+        self.sampling = sampling
+        self._last_accepted: list[int] = []
+
+    def prefill(self, batch: DecodeBatch) -> None:
+        """Send the prompts and return at once: the draft prefills while the target does."""
+        box, n = self.server.box, batch.size
+        box.ctrl[mb.NUM_ROWS], box.ctrl[mb.MAX_LEN] = n, batch.max_len
+        box.prompts.zero_()
+        for b, row in enumerate(batch.rows):
+            box.prompts[b, : len(row.prompt_ids)] = torch.tensor(row.prompt_ids)
+            box.prompt_lens[b] = len(row.prompt_ids)
+        box.temperature[:n], box.top_p[:n] = self.sampling.temperature, self.sampling.top_p
+        self.server.post(mb.KIND_BATCH)
+        self._last_accepted = [0] * n
+
+    def propose(self, batch: DecodeBatch) -> Proposal:
+        start = time.perf_counter()
+        if self.server.pending:  # the prefill acknowledgement, the first round only
+            self.server.wait()
+        box, n = self.server.box, batch.size
+        box.outcomes[:n] = torch.tensor([[int(a), k, t] for a, k, t in outcomes_of(batch, self._last_accepted)])
+        self.server.post(mb.KIND_ROUND)
+        self.server.wait()
+        wait_ms = (time.perf_counter() - start) * 1e3
+        meta = box.meta[:n].tolist()
+        q = box.q[:n] if int(box.ctrl[mb.HAS_Q]) else None  # read in place: not rewritten before the next request
+        return Proposal(
+            tokens=box.tokens[:n].clone(), q=q, num_proposed=torch.tensor([m[0] for m in meta], dtype=torch.int64),
+            draft_ms=float(box.times[0]), wait_ms=wait_ms, cache_hit=tuple(bool(m[1]) for m in meta),
+            backup=tuple(BACKUP_NAMES[m[2]] for m in meta), fan_out_total=tuple(m[3] for m in meta),
+        )
+
+    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
+        self._last_accepted = list(num_accepted)
+
+    def close(self) -> None:
+        pass  # the server outlives a batch; its owner stops it

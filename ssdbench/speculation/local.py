@@ -1,0 +1,58 @@
+"""SSD's proposer with the speculator in the verifier's own process, one step after another.
+
+Same speculator code as the draft server, minus the concurrency: useful for tests of
+exactness, tree attention and cache consistency, and for single-device debugging.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ssdbench.decoding.batch import DecodeBatch
+from ssdbench.decoding.protocols import Proposal
+from ssdbench.sampling.params import RowSampling
+from ssdbench.speculation.speculator import Answer, Speculator
+
+
+def outcomes_of(batch: DecodeBatch, last_accepted: list[int]) -> list[tuple[bool, int, int]]:
+    """Per row: (still active, drafts accepted last round, the pending bonus token)."""
+    return [(not row.is_finished, last_accepted[b], row.tokens[-1]) for b, row in enumerate(batch.rows)]
+
+
+def proposal_from(answer: Answer, *, draft_ms: float, wait_ms: float) -> Proposal:
+    return Proposal(
+        tokens=answer.tokens, q=answer.q, num_proposed=torch.tensor(answer.depth, dtype=torch.int64),
+        draft_ms=draft_ms, wait_ms=wait_ms, cache_hit=tuple(answer.hit), backup=tuple(answer.backup),
+        fan_out_total=tuple(answer.fan_out),
+    )
+
+
+class LocalSsdProposer:
+    name = "ssd-local"
+
+    def __init__(self, speculator: Speculator, sampling: RowSampling) -> None:
+        self.speculator = speculator
+        self.sampling = sampling
+        self.history: list[Answer] = []  # every answer, for tests to inspect hits and misses
+        self._last_accepted: list[int] = []
+
+    def prefill(self, batch: DecodeBatch) -> None:
+        self.speculator.start_batch([row.prompt_ids for row in batch.rows], self.sampling, max_len=batch.max_len)
+        self.speculator.build()
+        self._last_accepted = [0] * batch.size
+
+    def propose(self, batch: DecodeBatch) -> Proposal:
+        start = time.perf_counter()
+        answer = self.speculator.answer(outcomes_of(batch, self._last_accepted))
+        self.history.append(answer)
+        self.speculator.build()
+        draft_ms = (time.perf_counter() - start) * 1e3
+        return proposal_from(answer, draft_ms=draft_ms, wait_ms=draft_ms)
+
+    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
+        self._last_accepted = list(num_accepted)
+
+    def close(self) -> None:
+        pass

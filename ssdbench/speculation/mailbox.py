@@ -1,0 +1,86 @@
+"""The channel between verifier and draft server: preallocated shared-memory tensors.
+
+A request or response is written into its buffers, then announced by bumping a sequence
+counter; the other side polls the counter (each process has its own core, so polling
+costs nothing the other side needs). The q-rows, the large part, are never copied
+through a socket: the server writes them once where the verifier reads them. Counters
+are written after the data; x86 keeps stores in order, which is what the reader relies on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+# ctrl slots
+REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, SEED = range(8)
+KIND_BATCH, KIND_ROUND, KIND_STOP = 1, 2, 3
+STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
+ERROR_BYTES = 2048
+
+
+@dataclass
+class Mailbox:
+    ctrl: torch.Tensor  # [8] int64
+    prompts: torch.Tensor  # [B, L] int64
+    prompt_lens: torch.Tensor  # [B] int64
+    temperature: torch.Tensor  # [B] float32, the draft's sampling settings per row
+    top_p: torch.Tensor  # [B] float32
+    outcomes: torch.Tensor  # [B, 3] int64: active, accepted, bonus
+    tokens: torch.Tensor  # [B, K] int64
+    meta: torch.Tensor  # [B, 4] int64: depth, hit, backup code, fan-out
+    q: torch.Tensor  # [B, K, V] float32
+    times: torch.Tensor  # [4] float64: busy ms since last answer, backup ms, glue ms, tree ms
+    error: torch.Tensor  # [ERROR_BYTES] uint8
+
+    @classmethod
+    def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool) -> Mailbox:
+        q_shape = (num_rows, lookahead, vocab_size) if with_q else (1, 1, 1)
+        box = cls(
+            ctrl=torch.zeros(8, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
+            prompt_lens=torch.zeros(num_rows, dtype=torch.int64), temperature=torch.zeros(num_rows),
+            top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
+            tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64), meta=torch.zeros(num_rows, 4, dtype=torch.int64),
+            q=torch.zeros(q_shape), times=torch.zeros(4, dtype=torch.float64),
+            error=torch.zeros(ERROR_BYTES, dtype=torch.uint8),
+        )
+        for tensor in vars(box).values():
+            tensor.share_memory_()
+        return box
+
+    # ---- both sides ----
+    def wait_for(self, slot: int, value: int, *, is_alive, timeout_s: float | None = None) -> bool:
+        """Spin until ctrl[slot] == value; False if `is_alive()` turns false (checked every ~5 ms)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        spins = 0
+        while int(self.ctrl[slot]) != value:
+            spins += 1
+            if spins % 256 == 0:
+                if not is_alive() or (deadline is not None and time.monotonic() > deadline):
+                    return False
+                time.sleep(0)  # let the OS run anything else pinned here
+        return True
+
+    def has_request(self, answered: int) -> bool:
+        return int(self.ctrl[REQ_SEQ]) > answered
+
+    def post_request(self, kind: int) -> int:
+        self.ctrl[REQ_KIND] = kind
+        seq = int(self.ctrl[REQ_SEQ]) + 1
+        self.ctrl[REQ_SEQ] = seq
+        return seq
+
+    def post_response(self, seq: int, status: int = 2) -> None:
+        self.ctrl[STATUS] = status
+        self.ctrl[RESP_SEQ] = seq
+
+    def write_error(self, message: str) -> None:
+        data = message.encode("utf-8", "replace")[: ERROR_BYTES - 1]
+        self.error.zero_()
+        self.error[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+
+    def read_error(self) -> str:
+        raw = bytes(self.error.tolist())
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

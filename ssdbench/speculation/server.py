@@ -1,0 +1,124 @@
+"""The draft process: load the draft, then answer rounds and build trees until told to stop.
+
+Started by client.py with the `spawn` method; pinned to its own cores (or its own GPU).
+It never outlives the verifier: it exits when the parent disappears, and ignores Ctrl-C
+(the verifier handles that and stops it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.speculation import mailbox as mb
+from ssdbench.speculation.fan_out import FanOut
+
+BACKUP_CODES = {None: 0, "jit": 1, "fast": 2}
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """Everything the draft process needs to build its model and speculator (picklable)."""
+
+    model_path: str
+    int8: bool
+    dtype: str
+    device: str
+    cores: tuple[int, ...] | None
+    attention: str
+    lookahead: int
+    fan_out: FanOut
+    backup: str
+    saguaro_c: float
+    seed: int
+
+
+def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
+    """Process entry point."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        speculator = _build_speculator(spec)
+    except BaseException as err:  # report any start-up failure to the verifier, in one line
+        box.write_error(f"draft process could not start: {type(err).__name__}: {err}")
+        box.ctrl[mb.STATUS] = mb.STATUS_ERROR
+        return
+    box.ctrl[mb.STATUS] = mb.STATUS_OK
+    try:
+        _loop(box, speculator)
+    except BaseException as err:
+        box.write_error(f"draft process failed: {type(err).__name__}: {err} | {traceback.format_exc(limit=3)}")
+        box.post_response(int(box.ctrl[mb.REQ_SEQ]), mb.STATUS_ERROR)
+
+
+def _build_speculator(spec: DraftSpec):
+    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.model_set import torch_dtype
+    from ssdbench.models.source import resolve_model
+    from ssdbench.models.weights import load_config, load_state_dict
+    from ssdbench.profiling.placement import Placement, pin_current_process
+    from ssdbench.speculation.speculator import Speculator
+
+    pin_current_process(Placement(spec.device, spec.device, spec.cores))
+    source = resolve_model(spec.model_path)
+    draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
+                               dtype=torch_dtype(spec.dtype), backend=spec.attention,
+                               weights="int8" if spec.int8 else "fp32")
+    generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
+    return Speculator(draft, lookahead=spec.lookahead, fan_out=spec.fan_out, backup=spec.backup,
+                      saguaro_c=spec.saguaro_c, generator=generator)
+
+
+def _loop(box: mb.Mailbox, speculator) -> None:
+    parent = multiprocessing.parent_process()
+    is_alive = parent.is_alive if parent is not None else (lambda: True)
+    answered, last_answer_ns, build_ms = 0, None, 0.0
+    while True:
+        if not box.wait_for(mb.REQ_SEQ, answered + 1, is_alive=is_alive):
+            return  # the verifier is gone
+        seq = answered + 1
+        if last_answer_ns is not None:
+            speculator.costs.note_round((time.perf_counter_ns() - last_answer_ns) / 1e6)
+        kind = int(box.ctrl[mb.REQ_KIND])
+        if kind == mb.KIND_STOP:
+            box.post_response(seq)
+            return
+        if kind == mb.KIND_BATCH:
+            _start_batch(box, speculator)
+            last_answer_ns = None
+        else:
+            _answer_round(box, speculator, build_ms)
+            last_answer_ns = time.perf_counter_ns()
+        box.post_response(seq)
+        answered = seq
+        stats = speculator.build(should_stop=lambda: box.has_request(answered))
+        build_ms = stats.glue_ms + stats.tree_ms
+        box.times[2], box.times[3] = stats.glue_ms, stats.tree_ms
+
+
+def _start_batch(box: mb.Mailbox, speculator) -> None:
+    from ssdbench.sampling.params import RowSampling
+
+    num_rows = int(box.ctrl[mb.NUM_ROWS])
+    lens = box.prompt_lens[:num_rows].tolist()
+    prompts = [box.prompts[b, : lens[b]].tolist() for b in range(num_rows)]
+    sampling = RowSampling(temperature=box.temperature[:num_rows].clone(), top_p=box.top_p[:num_rows].clone(),
+                           top_k=(0,) * num_rows)
+    speculator.start_batch(prompts, sampling, max_len=int(box.ctrl[mb.MAX_LEN]))
+
+
+def _answer_round(box: mb.Mailbox, speculator, build_ms: float) -> None:
+    num_rows = int(box.ctrl[mb.NUM_ROWS])
+    outcomes = [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
+    answer = speculator.answer(outcomes)
+    box.tokens[:num_rows] = answer.tokens
+    meta = [[d, int(h), BACKUP_CODES[bk], f] for d, h, bk, f in zip(answer.depth, answer.hit, answer.backup, answer.fan_out)]
+    box.meta[:num_rows] = torch.tensor(meta, dtype=torch.int64)
+    if answer.q is not None:
+        box.q[:num_rows] = answer.q
+    box.ctrl[mb.HAS_Q] = int(answer.q is not None)
+    box.times[0], box.times[1] = build_ms + answer.backup_ms, answer.backup_ms

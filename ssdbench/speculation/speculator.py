@@ -1,0 +1,237 @@
+"""The draft side of SSD: answer each round from the speculation cache, then prepare the next.
+
+Runs in the draft's own process (server.py) but knows nothing of processes: `answer` turns
+last round's outcomes into this round's proposals; `build` does the glue pass, the fork
+and the tree, checking `should_stop` between steps so a request is never kept waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ssdbench.sampling.params import RowSampling
+from ssdbench.speculation.backups import fast_proposal
+from ssdbench.speculation.cache import CachedProposal, SpeculationCache
+from ssdbench.speculation.costs import CostModel
+from ssdbench.speculation.drafting import draw, repeat_rows
+from ssdbench.speculation.fan_out import FanOut
+from ssdbench.speculation.forking import fork_branches
+from ssdbench.speculation.tree import layout_tree
+
+
+@dataclass
+class DraftRow:
+    history: list[int]  # committed tokens; after an outcome, ends with the pending token
+    returned: list[int] = field(default_factory=list)  # the proposal last sent for this row
+    active: bool = True
+    missed: bool = True  # every new sequence misses its first round
+    kind: str = "jit"  # how the last proposal was made: hit / jit / fast
+
+    @property
+    def pending_position(self) -> int:
+        return len(self.history) - 1
+
+
+@dataclass
+class Answer:
+    tokens: torch.Tensor  # [B, K] int64
+    depth: list[int]
+    q: torch.Tensor | None  # [B, K, V]
+    hit: list[bool]
+    backup: list[str | None]
+    fan_out: list[int]  # branches the tree held for the row when the outcome arrived
+    backup_ms: float
+
+
+@dataclass
+class BuildStats:
+    glue_ms: float = 0.0
+    tree_ms: float = 0.0
+    depth: int = 0
+    width: int = 0
+    interrupted: bool = False
+
+
+class Speculator:
+    def __init__(self, draft, *, lookahead: int, fan_out: FanOut, backup: str, saguaro_c: float = 1.0,
+                 generator: torch.Generator | None = None) -> None:
+        self.draft, self.k, self.fan_out, self.backup = draft, lookahead, fan_out, backup
+        self.saguaro_c = saguaro_c
+        self.generator = generator or torch.Generator(device=draft.device).manual_seed(0)
+        self.costs = CostModel()
+        self.rows: list[DraftRow] = []
+        self._accepted = self._trials = 0
+        self._prefill_logits: torch.Tensor | None = None
+
+    # ---- a new batch -------------------------------------------------------------------
+    def start_batch(self, prompts: list[list[int]], sampling: RowSampling, *, max_len: int) -> None:
+        """Prefill the prompts (while the target does the same), ready to fork on the first token."""
+        self.rows = [DraftRow(history=list(p)) for p in prompts]
+        self.sampling = sampling
+        self.need_q = not sampling.all_greedy
+        self.tree_base = max_len + self.k + 2
+        self.max_len = self.tree_base + self.fan_out.budget * self.k
+        self.draft.allocate(len(prompts), self.max_len)
+        self.cache = SpeculationCache(len(prompts))
+        self.widths = [0] * len(prompts)
+        width = max(len(p) for p in prompts)
+        tokens = torch.tensor([p + [0] * (width - len(p)) for p in prompts])  # [B, L]
+        positions = torch.arange(width).expand(len(prompts), width)  # [B, L]
+        last = torch.tensor([[len(p) - 1] for p in prompts])  # [B, 1]
+        self._prefill_logits = self.draft.forward(tokens.to(self.draft.device), positions.to(self.draft.device),
+                                               logits_at=last.to(self.draft.device))  # [B, 1, V]
+
+    # ---- answering a round -------------------------------------------------------------
+    def answer(self, outcomes: list[tuple[bool, int, int]]) -> Answer:
+        """outcomes[b] = (active, accepted count k, bonus token t) of the previous round."""
+        tokens = torch.zeros(len(self.rows), self.k, dtype=torch.int64)  # [B, K]
+        q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size) if self.need_q else None  # [B, K, V]
+        depth, hit, backup = [0] * len(self.rows), [False] * len(self.rows), [None] * len(self.rows)
+        missing = []
+        for b, (active, k, t) in enumerate(outcomes):
+            self._commit(b, active, k, t)
+            if not active:
+                continue
+            found = self.cache.lookup(b, k, t)
+            if found is None:
+                missing.append(b)
+                continue
+            self._place(b, found.tokens, found.q, tokens, q, depth)
+            hit[b] = True
+        start = time.perf_counter()
+        kind = self._choose_backup(len(missing), outcomes)
+        if missing:
+            proposals = self._jit(missing) if kind == "jit" else self._fast(missing)
+            for b, (row_tokens, row_q) in zip(missing, proposals):
+                self._place(b, row_tokens, row_q, tokens, q, depth)
+                backup[b] = kind
+        backup_ms = (time.perf_counter() - start) * 1e3
+        if kind == "jit" and missing:
+            self.costs.note_jit(backup_ms)
+        for b, row in enumerate(self.rows):
+            row.returned = tokens[b, : depth[b]].tolist()
+            row.missed, row.kind = not hit[b], ("hit" if hit[b] else backup[b] or row.kind)
+        return Answer(tokens, depth, q, hit, backup, list(self.widths), backup_ms)
+
+    def _commit(self, b: int, active: bool, k: int, t: int) -> None:
+        row = self.rows[b]
+        row.active = active
+        if not active:
+            return
+        if row.returned:
+            self._accepted += k
+            self._trials += min(k + 1, len(row.returned))
+            self.costs.note_tokens(row.kind, k + 1)
+        row.history.extend(row.returned[:k] + [t])
+
+    def _place(self, b, row_tokens, row_q, tokens, q, depth) -> None:
+        d = len(row_tokens)
+        tokens[b, :d] = torch.tensor(row_tokens, dtype=torch.int64)
+        depth[b] = d
+        if q is not None:
+            if row_q is None:  # a point mass: the proposal was not sampled
+                q[b, torch.arange(d), tokens[b, :d]] = 1.0
+            else:
+                q[b, :d] = row_q
+
+    def _choose_backup(self, num_missing: int, outcomes) -> str:
+        if self.backup != "auto" or num_missing == 0:
+            return self.backup if self.backup != "auto" else "jit"
+        others = self.costs.tokens_by_kind.get("hit", 2.0) * (sum(1 for o in outcomes if o[0]) - num_missing)
+        return "jit" if self.costs.prefer_jit(num_missing, others) else "fast"
+
+    def _fast(self, missing: list[int]) -> list[tuple[list[int], None]]:
+        vocab = self.draft.vocab_size
+        return [(fast_proposal(self.rows[b].history, lookahead=self.k, vocab_size=vocab, generator=self.generator), None)
+                for b in missing]
+
+    def _jit(self, missing: list[int]) -> list[tuple[list[int], torch.Tensor | None]]:
+        """Draft K tokens on the main line, as SD does (every row steps; only the missing rows' results are kept)."""
+        dev = self.draft.device
+        current = torch.tensor([[row.history[-1]] for row in self.rows], device=dev)  # [B, 1]
+        base = torch.tensor([[row.pending_position] for row in self.rows], device=dev)  # [B, 1]
+        fan = torch.tensor([self.fan_out.after_miss[j] for j in range(self.k)])  # [K]
+        out_tokens, out_q = [], []
+        for j in range(self.k):
+            logits = self.draft.forward(current, base + j)[:, 0]  # [B, V]
+            x, q = draw(logits, self.sampling, fan[j].expand(len(self.rows)), saguaro_c=self.saguaro_c,
+                        generator=self.generator, need_q=self.need_q)
+            out_tokens.append(x)
+            out_q.append(q)
+            current = x.unsqueeze(1)
+        tokens = torch.stack(out_tokens, dim=1).tolist()  # [B, K]
+        qs = torch.stack(out_q, dim=1) if self.need_q else None  # [B, K, V]
+        return [(tokens[b], None if qs is None else qs[b]) for b in missing]
+
+    # ---- preparing the next round ------------------------------------------------------
+    def build(self, should_stop=lambda: False) -> BuildStats:
+        """Glue, fork, and tree; returns early (a shallower tree) as soon as should_stop() is true."""
+        stats = BuildStats()
+        start = time.perf_counter()
+        glue = self._glue()  # per row: logits [d+1, V]
+        stats.glue_ms = (time.perf_counter() - start) * 1e3
+        self.costs.note_glue(stats.glue_ms)
+        self.cache.reset()
+        cap = self.fan_out.budget
+        if self.fan_out.auto:
+            cap = self.costs.branches_that_fit(self.k, cap)
+        branches = fork_branches(self.rows, glue, self.fan_out, self.sampling, self._acceptance(), cap=cap)
+        self.widths = [len(b) for b in branches]
+        if any(branches) and not should_stop():
+            self._grow_tree(branches, stats, should_stop)
+        stats.tree_ms = (time.perf_counter() - start) * 1e3 - stats.glue_ms
+        return stats
+
+    def _acceptance(self) -> float:
+        return 0.6 if self._trials < 8 else min(max(self._accepted / self._trials, 0.05), 0.95)
+
+    def _glue(self) -> list[torch.Tensor | None]:
+        """One forward over [t, returned...] per active row: main-line KV and the K+1 fork distributions."""
+        if self._prefill_logits is not None:  # right after prefill: the prompt was the glue
+            logits, self._prefill_logits = self._prefill_logits, None
+            return [logits[b] if row.active else None for b, row in enumerate(self.rows)]
+        chunks = [[row.history[-1]] + row.returned for row in self.rows]
+        width = max(len(c) for c in chunks)
+        tokens = torch.tensor([c + [0] * (width - len(c)) for c in chunks])  # [B, 1+d]
+        positions = torch.tensor([row.pending_position for row in self.rows]).unsqueeze(1) + torch.arange(width)
+        logits = self.draft.forward(tokens.to(self.draft.device), positions.to(self.draft.device))  # [B, 1+d, V]
+        return [logits[b, : len(chunks[b])] if row.active else None for b, row in enumerate(self.rows)]
+
+    def _grow_tree(self, branches, stats: BuildStats, should_stop) -> None:
+        dev = self.draft.device
+        layout = layout_tree(branches, [row.pending_position for row in self.rows], tree_base=self.tree_base, depth=self.k)
+        num_rows, width = layout.positions.shape
+        stats.width = width
+        current = torch.zeros(num_rows, width, dtype=torch.int64)  # [B, N]
+        for b, row in enumerate(branches):
+            current[b, : len(row)] = torch.tensor([br.bonus for br in row])
+        sampling = repeat_rows(self.sampling, width)
+        tokens = torch.zeros(num_rows, width, self.k, dtype=torch.int64)  # [B, N, K]
+        q = torch.zeros(num_rows, width, self.k, self.draft.vocab_size) if self.need_q else None  # [B, N, K, V]
+        current = current.to(dev)
+        for step in range(self.k):
+            t0 = time.perf_counter()
+            logits = self.draft.forward(current, (layout.positions + step).to(dev), slots=layout.slots(step).to(dev),
+                                        attn_mask=layout.mask(step, self.max_len).to(dev))  # [B, N, V]
+            fan = torch.full((num_rows * width,), self.fan_out.after_hit[step])  # [B*N]
+            x, qx = draw(logits.flatten(0, 1), sampling, fan, saguaro_c=self.saguaro_c, generator=self.generator,
+                         need_q=self.need_q)
+            tokens[:, :, step] = x.view(num_rows, width).cpu()
+            if q is not None:
+                q[:, :, step] = qx.view(num_rows, width, -1).cpu()
+            current = x.view(num_rows, width)
+            stats.depth = step + 1
+            self.costs.note_tree_step(width, (time.perf_counter() - t0) * 1e3)
+            if step + 1 < self.k and should_stop():
+                stats.interrupted = True
+                break
+        self._store(branches, tokens, q, stats.depth)
+
+    def _store(self, branches, tokens, q, depth: int) -> None:
+        for b, row in enumerate(branches):
+            for n, br in enumerate(row):
+                row_q = None if q is None else q[b, n, :depth]
+                self.cache.store(b, br.accepted, br.bonus, CachedProposal(tokens[b, n, :depth].tolist(), row_q))
