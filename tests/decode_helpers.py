@@ -34,14 +34,14 @@ def decode(target, proposer, prompts, *, max_new_tokens: int, k: int, temperatur
     return batch, steps
 
 
-def ssd_local(draft, *, k: int, num_rows: int, fan_out: str = "3", fan_out_list=None, backup: str = "jit",
+def ssd_local(draft, *, k: int, num_rows: int, fan_out: str = "3", fan_out_list=None, miss_list=None, backup: str = "jit",
               saguaro_c: float = 1.0, draft_temperature=0.0, top_p: float = 1.0, generator=None):
     """SSD's real speculator, run in this process (no concurrency) so tests are deterministic."""
     from ssdbench.speculation.fan_out import build_fan_out
     from ssdbench.speculation.local import LocalSsdProposer
     from ssdbench.speculation.speculator import Speculator
 
-    policy = build_fan_out(fan_out, k=k, fan_out_list=fan_out_list, miss_list=None)
+    policy = build_fan_out(fan_out, k=k, fan_out_list=fan_out_list, miss_list=miss_list)
     speculator = Speculator(draft, lookahead=k, fan_out=policy, backup=backup, saguaro_c=saguaro_c,
                             generator=generator or torch.Generator().manual_seed(123))
     return LocalSsdProposer(speculator, sampling_rows(num_rows, draft_temperature, top_p))

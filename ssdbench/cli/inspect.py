@@ -75,8 +75,8 @@ def inventory(data_dir: Path | None) -> dict:
         "methods": [{"name": m, "note": METHOD_NOTES.get(m, "")} for m in METHODS],
         "engines": list(ENGINES),
         "attention_backends": [{"name": n, "available": ok, "reason": why} for n, ok, why in list_backends()],
-        "suites": [{"name": s.name, "available": s.is_available, "description": s.description, "detail": s.detail}
-                   for s in list_suites(data_dir=data_dir)],
+        "suites": [{"name": s.name, "available": s.is_available, "description": s.description, "origin": s.origin,
+                    "detail": s.detail} for s in list_suites(data_dir=data_dir)],
         "embedded_default": _embedded_status(),
         "aliases": _aliases(),
         "packages": _packages(),
@@ -87,28 +87,41 @@ def _yes(flag: bool) -> str:
     return "[green]yes[/]" if flag else "[yellow]no[/]"
 
 
+def _table(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]]):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _print_inventory(info: dict) -> None:
     from rich.console import Console
     from rich.markup import escape
 
     console = Console()
-    console.print("[bold]methods[/]: " + ", ".join(f"{m['name']} ({m['note']})" for m in info["methods"]))
-    console.print("[bold]engines[/]: " + ", ".join(info["engines"]))
-    for b in info["attention_backends"]:
-        console.print(f"[bold]attention[/] {b['name']}: {_yes(b['available'])} {escape(b['reason'])}")
-    for s in info["suites"]:
-        console.print(f"[bold]suite[/] {s['name']}: {_yes(s['available'])} · {escape(s['description'])} · "
-                      f"[dim]{escape(s['detail'])}[/]")
+    if not console.is_terminal and console.width < 160:  # pipes and CI logs: fewer wrapped cells
+        console.width = 160
+    methods = [(m["name"], m["note"]) for m in info["methods"]]
+    console.print(_table("methods", ("name", "what"), methods + [("engines", ", ".join(info["engines"]))]))
+    console.print(_table("attention backends", ("name", "available", "why not"), [
+        (b["name"], _yes(b["available"]), escape(b["reason"])) for b in info["attention_backends"]]))
+    console.print(_table("suites", ("name", "available", "what", "reads / why not"), [
+        (s["name"], _yes(s["available"]), escape(s["description"]),
+         escape(s["detail"] if s["available"] else f"{s['origin']}: {s['detail'].split(';')[0]}"))
+        for s in info["suites"]]))
     e = info["embedded_default"]
-    console.print(f"[bold]embedded default[/] {e['name']}: installed {_yes(e['installed'])}, converted "
-                  f"{_yes(e['converted'])} · [dim]{escape(e['detail'])}[/]")
-    for a in info["aliases"]:
-        console.print(f"[bold]alias[/] {a['alias']} → {a['repo_id']}: in HF cache {_yes(a['cached'])}")
+    models = [(e["name"] + " (embedded default)", "pip package", _yes(e["installed"]),
+               f"converted {_yes(e['converted'])}: {escape(e['detail'])}")]
+    models += [(a["alias"], a["repo_id"], _yes(a["cached"]), "") for a in info["aliases"]]
+    console.print(_table("models", ("name", "repo id", "found locally", "detail"), models))
     p = info["packages"]
-    versions = ", ".join(f"{n} {v or '[yellow]not installed[/]'}" for n, v in p["versions"].items())
-    console.print(f"[bold]packages[/]: {versions}")
-    devices = ", ".join(p["cuda_devices"]) or "none"
-    console.print(f"[bold]CUDA[/]: available {_yes(p['cuda_available'])} · devices: {escape(devices)}")
+    rows = [(name, version or "[yellow]not installed[/]") for name, version in p["versions"].items()]
+    rows.append(("CUDA", f"{_yes(p['cuda_available'])} {escape(', '.join(p['cuda_devices']))}"))
+    console.print(_table("packages", ("package", "version"), rows))
 
 
 @reports_errors

@@ -91,7 +91,8 @@ def to_markdown(comparison: Comparison, verdicts: Sequence = (), headline: str |
     out += ["", "| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for _, row in comparison.rows.iterrows():
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, comparison.baseline)) + " |")
-    out += [""] + [f"_{note}_" for note in comparison.notes]
+    if comparison.notes:
+        out += [""] + [f"_{note}_" for note in comparison.notes]
     if headline:
         out += ["", f"**{headline}**", ""]
         out += [f"- `{v.check}` run {v.run} {v.variant}: **{v.status}**: {v.detail}" for v in verdicts]

@@ -62,6 +62,7 @@ def _acceptance_hist(fig, d: Frames) -> str | None:
     for i, (variant, emitted) in enumerate(groups):
         shares = emitted.value_counts(normalize=True).sort_index()
         ax.bar(shares.index + (i - (len(groups) - 1) / 2) * width, shares.to_numpy(), width, label=variant)
+    ax.set_xticks(range(1, int(drafted["emitted"].max()) + 1))
     ax.set(xlabel="tokens committed per round (emitted, bonus included)", ylabel="share of rounds")
     ax.legend()
     return None
@@ -78,6 +79,9 @@ def _per_position(fig, d: Frames) -> str | None:
         table = per_position_acceptance(group)
         marginal.plot(table["position"], table["marginal"], marker="o", label=variant)
         conditional.plot(table["position"], table["conditional"], marker="o", label=variant)
+    positions = range(1, int(drafted["proposed"].max()) + 1)
+    marginal.set_xticks(positions)
+    conditional.set_xticks(positions)
     marginal.set(title="marginal: P(drafts 1..i accepted)", xlabel="draft position i", ylabel="probability", ylim=(0, 1.05))
     conditional.set(title="conditional: P(draft i | 1..i−1 accepted)", xlabel="draft position i")
     marginal.legend()
@@ -134,13 +138,14 @@ def _frontier(fig, d: Frames) -> str | None:
     ax = fig.add_subplot()
     for label, group in points.groupby("label", sort=False):
         group = group.sort_values("latency_ms")
-        scatter = ax.scatter(group["latency_ms"], group["total_tokens_per_s"], label=label)
-        best = group[pareto_mask(group["latency_ms"], group["total_tokens_per_s"])]
-        ax.plot(best["latency_ms"], best["total_tokens_per_s"], color=scatter.get_facecolor()[0], linestyle="--")
+        is_best = pareto_mask(group["latency_ms"], group["total_tokens_per_s"])
+        best, rest = group[is_best], group[[not b for b in is_best]]
+        line = ax.plot(best["latency_ms"], best["total_tokens_per_s"], linestyle="--", marker="o", label=label)[0]
+        ax.scatter(rest["latency_ms"], rest["total_tokens_per_s"], facecolors="none", edgecolors=line.get_color())
         for _, p in group.iterrows():
             ax.annotate(f"b={p['batch_size']}", (p["latency_ms"], p["total_tokens_per_s"]), fontsize=7)
     ax.set(xlabel="per-request decode latency: median TPOT (ms/token)", ylabel="total decode tokens/s",
-           title="dashed: Pareto frontier per method")
+           title="filled and dashed: Pareto frontier per method; hollow: dominated")
     ax.legend()
     return None
 

@@ -22,9 +22,9 @@ class FanOut:
     description: str = ""
 
     def for_row(self, *, missed: bool, depth: int) -> list[int]:
-        """F_0..F_depth for a proposal of `depth` tokens (the last entry is the all-accepted case)."""
+        """F_0..F_depth for a proposal of `depth` <= K tokens, indexed by the accepted count k."""
         base = self.after_miss if missed else self.after_hit
-        return list(base[:depth]) + [base[-1]]
+        return list(base[: depth + 1])
 
     @property
     def budget(self) -> int:

@@ -1,0 +1,293 @@
+"""Theory, fitting and projection against known answers; `ssdbench project` on real and bad runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli_fixtures import save_tiny_model
+from ssdbench.cli.main import app
+from ssdbench.errors import UsageError
+from ssdbench.models.shape import known_shape
+from ssdbench.projection import GAP_FLAG, check_rows, measure_run
+from ssdbench.projection import hardware as hw
+from ssdbench.projection import roofline, theory
+from ssdbench.records import schema
+from ssdbench.records.reader import load_run
+from ssdbench.records.writer import RunWriter
+
+runner = CliRunner()
+MODELS = {"target": {"spec": "llama-3.1-8b", "name": "Llama-3.1-8B-Instruct", "origin": "hub"},
+          "draft": {"spec": "llama-3.2-1b", "name": "Llama-3.2-1B-Instruct", "origin": "hub"}}
+
+
+# --- a small synthetic-run writer: planted rounds and requests, written by the real RunWriter ---
+
+def step(method: str, prompt: int, accepted: int, *, proposed: int = 0, step_ms: float = 10.0, draft_ms: float = 0.0,
+         wait_ms: float = 0.0, cache_hit=None, fan_out=None, backup=None, batch_size: int = 1) -> dict:
+    return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
+            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "round": 0, "batch_size": batch_size,
+            "row": 0, "proposed": proposed, "accepted": accepted, "emitted": accepted + 1, "bonus_token": 7,
+            "cache_hit": cache_hit, "backup": backup, "fan_out_total": fan_out, "t_start_ns": 0,
+            "draft_ms": draft_ms, "verify_ms": step_ms - draft_ms - wait_ms, "wait_ms": wait_ms, "sample_ms": 0.0,
+            "step_ms": step_ms}
+
+
+def request(method: str, prompt: int, tokens_per_s: float, *, new_tokens: int = 9) -> dict:
+    decode_ms = (new_tokens - 1) / tokens_per_s * 1e3
+    return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
+            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "seed": prompt, "temperature": 0.0,
+            "prompt_tokens": 100, "new_tokens": new_tokens, "ttft_ms": 5.0, "decode_ms": decode_ms,
+            "tpot_ms": decode_ms / (new_tokens - 1), "decode_tokens_per_s": tokens_per_s, "rounds": 4,
+            "finish_reason": "length", "prompt_token_ids": [1, 2], "output_token_ids": [3] * new_tokens}
+
+
+def columns(rows: list[dict], table: str) -> dict:
+    names = [c.name for c in schema.COLUMNS[table]]
+    return {n: [r[n] for r in rows] for n in names} if rows else {}
+
+
+def write_run(path: Path, steps: list[dict], requests: list[dict], gpu: list[dict] = (), *, k: int = 4,
+              batch_size: int = 1, models: dict = MODELS) -> Path:
+    t0 = 1_700_000_000_000_000_000
+    for i, row in enumerate(steps):  # distinct rounds, spaced by their own step time
+        row["t_start_ns"], row["round"] = t0 + i * 10**8, i
+    manifest = {"config": {"k": k, "batch_size": batch_size, "temperature": 0.0, "device": "cpu", "suite": "synthetic"},
+                "models": models, "suite": {"name": "synthetic"}}
+    writer = RunWriter.create(path, "synthetic", manifest)
+    writer.finish(columns(steps, "steps"), columns(requests, "requests"), list(gpu))
+    return path
+
+
+def accepted_pattern(counts: dict[int, int]) -> list[int]:
+    return [n for n, times in counts.items() for _ in range(times)]
+
+
+# --- formulas ---
+
+def test_formulas_known_values():
+    assert theory.expected_tokens(0.5, 3) == pytest.approx(1.875)
+    assert theory.expected_tokens(1.0, 4) == 5.0 and theory.expected_tokens(0.0, 4) == 1.0
+    assert theory.sd_speedup(0.5, 3, t_verify=1.0, c=0.0) == pytest.approx(1.875)
+    assert theory.sd_speedup(0.8, 4, t_verify=1.2, c=0.05) == pytest.approx((1 - 0.8**5) / 0.2 / 1.4)
+    # Theorem 7: all hits and a speculator faster than verify hides drafting entirely
+    assert theory.ssd_speedup(1.0, 3.0, 1.0, t_p=0.7, t_b=0.4) == pytest.approx(3.0)
+    assert theory.ssd_speedup(0.6, 3.0, 2.0, t_p=1.5, t_b=0.4) == pytest.approx(2.6 / (0.9 + 0.56))
+    # with primary = backup, SSD is never slower than SD
+    a, k, c = 0.7, 4, 0.1
+    e = theory.expected_tokens(a, k)
+    for h in (0.0, 0.3, 0.9):
+        assert theory.ssd_speedup(h, e, e, t_p=k * c, t_b=k * c) >= theory.sd_speedup(a, k, t_verify=1.0, c=c) - 1e-12
+
+
+# --- fitting ---
+
+def _geometric_steps(a: float, k: int, num_rounds: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    trials = rng.random((num_rounds, k)) < a
+    accepted = np.where(trials.all(axis=1), k, trials.argmin(axis=1))
+    return pd.DataFrame({"proposed": k, "accepted": accepted, "emitted": accepted + 1})
+
+
+def test_fit_acceptance_recovers_planted_a():
+    steps = _geometric_steps(0.7, 5, 20000)
+    assert theory.fit_acceptance(steps) == pytest.approx(0.7, abs=0.01)
+    table = theory.per_position_acceptance(steps)
+    assert list(table["position"]) == [1, 2, 3, 4, 5]
+    assert np.allclose(table["conditional"], 0.7, atol=0.02)
+    assert np.allclose(table["marginal"], 0.7 ** table["position"], atol=0.02)
+    assert math.isnan(theory.fit_acceptance(steps.assign(proposed=0)))
+
+
+def test_fit_acceptance_exact_counts():
+    # 10 rounds of K=2: 5 reject at once, 2 accept one, 3 accept both -> 8 accepted / (5 + 4 + 6) reached
+    accepted = accepted_pattern({0: 5, 1: 2, 2: 3})
+    steps = pd.DataFrame({"proposed": 2, "accepted": accepted, "emitted": np.add(accepted, 1)})
+    assert theory.fit_acceptance(steps) == pytest.approx(8 / 15)
+
+
+def _ssd_steps(fan_outs, miss_rates, rounds: int, rng=None) -> pd.DataFrame:
+    frames = []
+    for f, miss in zip(fan_outs, miss_rates):
+        hits = rng.random(rounds) >= miss if rng is not None else np.arange(rounds) >= round(miss * rounds)
+        frames.append(pd.DataFrame({"fan_out_total": f, "cache_hit": hits, "proposed": 4, "accepted": 2, "emitted": 3}))
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.astype({"cache_hit": "boolean", "fan_out_total": "Int32"})
+
+
+def test_fit_power_law_recovers_planted_r():
+    fan_outs = [2, 4, 8, 16, 32]
+    exact = _ssd_steps(fan_outs, [0.9 * f**-0.8 for f in fan_outs], 100000)
+    r, coef = theory.fit_power_law(exact)
+    assert r == pytest.approx(0.8, abs=0.005) and coef == pytest.approx(0.9, rel=0.02)
+    sampled = _ssd_steps(fan_outs, [0.6 * f**-0.5 for f in fan_outs], 20000, np.random.default_rng(1))
+    assert theory.fit_power_law(sampled)[0] == pytest.approx(0.5, abs=0.05)
+    assert theory.fit_power_law(exact[exact["fan_out_total"] == 4]) is None  # one fan-out: no slope
+    assert theory.fit_power_law(exact.assign(cache_hit=pd.array([pd.NA] * len(exact), dtype="boolean"))) is None
+
+
+@pytest.mark.parametrize("a", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
+@pytest.mark.parametrize("r", [0.0, 0.5, 2.0])
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_geometric_fan_out_keeps_budget_and_order(a, r, k):
+    for budget in (0, 1, 5, 17, 64):
+        fan = theory.geometric_fan_out(budget, a, r, k)
+        assert len(fan) == k + 1 and sum(fan) == budget and min(fan) >= 0
+        assert all(x >= y for x, y in zip(fan[:k], fan[1:k])), fan  # F_0 >= F_1 >= ... >= F_(K-1)
+
+
+def test_geometric_fan_out_shape():
+    a, r, k = 0.8, 1.0, 4
+    fan = theory.geometric_fan_out(10000, a, r, k)
+    weights = [a ** (j / (1 + r)) for j in range(k)] + [a ** (k / (1 + r)) * (1 - a) ** (-1 / (1 + r))]
+    assert np.allclose(fan, np.array(weights) / sum(weights) * 10000, atol=1)
+    assert fan[k] > fan[k - 1]  # high acceptance: all-accepted is a likely outcome
+    assert theory.geometric_fan_out(12, 1.0, 0.5, 3) == [0, 0, 0, 12]
+    assert theory.geometric_fan_out(12, 0.0, 0.5, 3) == [12, 0, 0, 0]
+    for bad in ((-1, 0.5, 1, 3), (5, 1.5, 1, 3), (5, 0.5, -0.5, 3), (5, 0.5, 1, 0)):
+        with pytest.raises(UsageError):
+            theory.geometric_fan_out(*bad)
+
+
+# --- roofline ---
+
+def test_roofline_sanity_llama70b_on_4xh100():
+    target = roofline.Model("llama-3.1-70b", known_shape("llama-3.1-70b"), 2)
+    h100 = hw.gpu_spec("H100")
+    assert roofline.gpus_to_fit(target, h100) == 4
+    ideal = roofline.forward_ms(target, h100, num_gpus=4, tokens=1, context=0, efficiency=1.0)
+    assert ideal == pytest.approx(140 / 13.4, rel=0.02)  # ~10.4 ms per token before efficiency
+    assert 1e3 / ideal == pytest.approx(95, rel=0.05)
+    real = roofline.forward_ms(target, h100, num_gpus=4, tokens=1, context=1024)  # default efficiency 0.6
+    assert roofline.DEFAULT_EFFICIENCY == 0.6 and 1e3 / real == pytest.approx(54.7, rel=0.1)  # the paper's AR
+    # verify over K+1 positions stays memory-bound at batch 1; a long prompt's prefill does not
+    assert roofline.forward_ms(target, h100, num_gpus=4, tokens=5, context=0, efficiency=1.0) == pytest.approx(ideal)
+    assert roofline.forward_ms(target, h100, num_gpus=4, tokens=4096, context=0, efficiency=1.0) > 10 * ideal
+
+
+def test_hardware_names():
+    assert hw.gpu_spec("h200").bandwidth_tbs == 4.8 and hw.gpu_spec("MI300X").memory_gb == 192
+    assert hw.gpu_spec("A100 80GB").bf16_tflops == 312 and len(hw.parse_hardware("all")) == 5
+    with pytest.raises(UsageError, match="did you mean 'h100'"):
+        hw.gpu_spec("h10")
+
+
+# --- projection of a planted run ---
+
+A_SD = {0: 3, 1: 2, 2: 2, 4: 3}  # K=4 accepted counts -> a = (2+4+12) / (3+4+6+12) = 18/25
+
+
+@pytest.fixture()
+def planted_run(tmp_path) -> Path:
+    """ar: 10 ms rounds. sd: 12 ms verify + 4 drafts at 1 ms. ssd: 3 of 4 rounds hit (12 ms), misses
+    draft 4 ms and wait 1 ms. Measured sd speedup planted equal to the formula, ssd's at half."""
+    steps, requests = [], []
+    a = 18 / 25
+    sd_pred = theory.sd_speedup(a, 4, t_verify=1.2, c=0.1)
+    hits = [True, True, True, False] * 5
+    for p in range(4):
+        steps += [step("ar", p, 0) for _ in range(5)]
+        steps += [step("sd", p, n, proposed=4, step_ms=16.0, draft_ms=4.0) for n in accepted_pattern(A_SD)]
+        steps += [step("ssd", p, 3 if h else 1, proposed=4, step_ms=12.0 if h else 17.0, draft_ms=0.0 if h else 4.0,
+                       wait_ms=0.0 if h else 1.0, cache_hit=h, fan_out=15, backup=None if h else "jit") for h in hits]
+        requests += [request("ar", p, 100.0), request("sd", p, 100.0 * sd_pred), request("ssd", p, 100.0)]
+    return write_run(tmp_path / "planted", steps, requests)
+
+
+def test_predictions_equal_the_formulas(planted_run):
+    measured = measure_run(load_run(planted_run))
+    sd, ssd = measured.variants["sd"], measured.variants["ssd"]
+    assert sd.all.a == pytest.approx(18 / 25) and sd.all.k == 4 and ssd.hit_rate == pytest.approx(0.75)
+    rows = {r["label"]: r for r in check_rows(measured)}
+    expected_sd = theory.sd_speedup(18 / 25, 4, t_verify=1.2, c=0.1)
+    assert rows["sd"]["speedup_predicted"] == pytest.approx(expected_sd)
+    assert rows["sd"]["speedup_measured"] == pytest.approx(expected_sd) and not rows["sd"]["is_flagged"]
+    a_hit, a_miss = 3 / 4, 1 / 2  # hits accept 3 of 4 (4 reached); misses accept 1 (2 reached)
+    expected_ssd = theory.ssd_speedup(0.75, theory.expected_tokens(a_hit, 4), theory.expected_tokens(a_miss, 4),
+                                      t_p=1.2, t_b=0.5, t_verify=1.2)
+    assert rows["ssd"]["speedup_predicted"] == pytest.approx(expected_ssd)
+    assert rows["ssd"]["gap"] == pytest.approx(expected_ssd - 1) and rows["ssd"]["is_flagged"]
+    assert rows["ar"]["speedup_predicted"] == pytest.approx(1.0)
+    pooled = {r["label"]: r for r in check_rows(measured, acceptance="pooled")}
+    assert pooled["ssd"]["speedup_predicted"] == pytest.approx(
+        theory.ssd_speedup(0.75, 4.0, 2.0, t_p=1.2, t_b=0.5, t_verify=1.2))
+
+
+def test_projection_equals_hand_roofline(planted_run):
+    measured = measure_run(load_run(planted_run))
+    target, draft = roofline.resolve_models(load_run(planted_run).manifest)
+    assert target.shape == known_shape("llama-3.1-8b") and draft.shape == known_shape("llama-3.2-1b")
+    gpu = hw.gpu_spec("h100")
+    dep = roofline.Deployment(gpu, 1, 1, 0.6, 1000.0, 1)
+    rows = {r["label"]: r for r in roofline.project(measured, target, draft, dep)}
+    cost = lambda m, tokens: roofline.forward_ms(m, gpu, num_gpus=1, tokens=tokens, context=1000.0)  # noqa: E731
+    e_sd = theory.expected_tokens(18 / 25, 4)
+    assert rows["sd"]["tokens_per_s"] == pytest.approx(1e3 * e_sd / (cost(target, 5) + 4 * cost(draft, 1)))
+    assert rows["ar"]["tokens_per_s"] == pytest.approx(1e3 / cost(target, 1))
+    t_p = cost(draft, 5) + 4 * cost(draft, 15)
+    per_ms = theory.ssd_speedup(0.75, theory.expected_tokens(0.75, 4), theory.expected_tokens(0.5, 4), t_p=t_p,
+                                t_b=4 * cost(draft, 1), t_verify=cost(target, 5))
+    assert rows["ssd"]["tokens_per_s"] == pytest.approx(1e3 * per_ms)
+    assert rows["sd"]["speedup_vs_ar"] == pytest.approx(rows["sd"]["tokens_per_s"] / rows["ar"]["tokens_per_s"])
+
+
+def test_project_cli_json_on_planted_run(planted_run):
+    result = runner.invoke(app, ["project", str(planted_run), "--hardware", "h100,mi300x", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert {r["hardware"] for r in payload["projection"]} == {"H100 SXM", "MI300X"}
+    assert {r["label"] for r in payload["projection"]} == {"ar", "sd", "ssd"}
+    assert any("ssd" in note and f"{GAP_FLAG:.0%}" in note for note in payload["notes"])
+    assert "Measured" in payload["footnote"] and "Modelled" in payload["footnote"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("proj")
+    target = save_tiny_model(folder / "tiny", vocab=64, seed=0)
+    out = folder / "run"
+    result = runner.invoke(app, ["run", "--target", str(target), "--suite", "smoke", "--num-prompts", "3",
+                                 "--max-new-tokens", "6", "--no-chat-template", "--methods", "ar,sd", "--k", "3",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_project_table_on_a_real_run(tiny_run):
+    result = runner.invoke(app, ["project", str(tiny_run), "--hardware", "h100", "--target-shape", "llama-3.1-70b",
+                                 "--draft-shape", "llama-3.2-1b", "--hit-rate", "0.8"])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "own hardware" in text and "speedup measured" in text and "predicted (model)" in text
+    assert "Projected onto other hardware (modelled)" in text and "4+1" in text and "assumed h" in text
+    own = runner.invoke(app, ["project", str(tiny_run), "--hardware", "l40s", "--format", "json"])
+    assert own.exit_code == 0, own.output  # the tiny folder's own config.json gives its shape
+    assert json.loads(own.stdout)["models"]["target"].startswith("tiny")
+
+
+def _one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_project_bad_input(tiny_run, tmp_path):
+    _one_line_error(runner.invoke(app, ["project", str(tmp_path)]), "not an ssdbench run")
+    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--hardware", "h10"]), "did you mean 'h100'")
+    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--target-shape", "llama-3.1-7b"]), "llama-3.1-70b")
+    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--efficiency", "1.5"]), "--efficiency")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for item in tiny_run.iterdir():
+        if item.is_file():
+            (broken / item.name).write_bytes(item.read_bytes())
+    (broken / "steps.parquet").write_bytes(b"PAR1 not really parquet")
+    _one_line_error(runner.invoke(app, ["project", str(broken)]), "steps.parquet")

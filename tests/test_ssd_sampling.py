@@ -1,0 +1,91 @@
+"""Sampled `ssd` emits exactly the target's distribution on every path: hits, misses under each
+backup, Saguaro C < 1, a different draft temperature, and mixed greedy and sampled rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from decode_helpers import decode, ssd_local
+from exactness import ALPHA, chi_square_pvalue, exact_sequence_distribution
+from test_sd_sampling import LENGTH, PROMPT, VOCAB, argmax_matching
+from tiny_models import tiny_pair
+
+ROWS, BATCHES = 200, 20
+HITS_ONLY = ",".join([str(VOCAB)] * 4)  # K = 3: every outcome (k, t) is in the cache
+MISSES_MOSTLY = "0,0,0,1"  # only "all accepted" is speculated, on one candidate
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair(vocab=VOCAB, seed=3, draft="noisy", head_scale=1.5, noise=0.8)
+
+
+def sample_ssd(target, draft, *, temperature, fan_out_list, miss_list=None, backup="jit", saguaro_c=1.0, draft_temperature=None,
+               row_temperatures=None, verify=None):
+    counts: Counter = Counter()
+    greedy_outputs, all_steps = [], []
+    temps = row_temperatures or [temperature] * ROWS
+    draft_temps = [t if draft_temperature is None else draft_temperature for t in temps]
+    for b in range(BATCHES):
+        generator = torch.Generator().manual_seed(7000 + b)
+        proposer = ssd_local(draft, k=3, num_rows=ROWS, fan_out_list=fan_out_list, miss_list=miss_list, backup=backup, saguaro_c=saguaro_c,
+                             draft_temperature=draft_temps, generator=torch.Generator().manual_seed(b))
+        kwargs = {"verify": verify} if verify else {}
+        batch, steps = decode(target, proposer, [PROMPT] * ROWS, max_new_tokens=LENGTH, k=3, temperature=temps,
+                              generator=generator, **kwargs)
+        for row, t in zip(batch.rows, temps):
+            (counts.update([tuple(row.output_ids)]) if t > 0 else greedy_outputs.append(tuple(row.output_ids)))
+        all_steps.extend(steps)
+    return counts, greedy_outputs, all_steps
+
+
+def _share(steps, flag):
+    return sum(1 for s in steps if s.cache_hit is flag) / len(steps)
+
+
+CASES = {
+    "hits": dict(fan_out_list=HITS_ONLY, miss_list=HITS_ONLY, temperature=1.0),
+    "misses-jit": dict(fan_out_list=MISSES_MOSTLY, miss_list=MISSES_MOSTLY, backup="jit", temperature=1.0),
+    "misses-fast": dict(fan_out_list=MISSES_MOSTLY, miss_list=MISSES_MOSTLY, backup="fast", temperature=1.0),
+    "misses-auto": dict(fan_out_list=MISSES_MOSTLY, miss_list=MISSES_MOSTLY, backup="auto", temperature=0.7),
+    "saguaro-c0.3": dict(fan_out_list="2,2,1,1", saguaro_c=0.3, temperature=1.0),
+    "draft-temperature-0.5": dict(fan_out_list="2,2,1,1", draft_temperature=0.5, temperature=1.0),
+    "greedy-draft": dict(fan_out_list="2,2,1,1", draft_temperature=0.0, temperature=0.8),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_ssd_sampling_matches_target_distribution(pair, case):
+    target, draft = pair
+    params = CASES[case]
+    exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=params["temperature"])
+    counts, _, steps = sample_ssd(target, draft, **params)
+    if case == "hits":
+        assert _share(steps, True) == 1.0
+    if case.startswith("misses"):
+        assert _share(steps, False) > 0.5
+    assert sum(s.accepted for s in steps) > 0 and sum(s.proposed - s.accepted for s in steps) > 0
+    assert chi_square_pvalue(counts, exact) > ALPHA
+
+
+def test_mixed_greedy_and_sampled_rows(pair):
+    target, draft = pair
+    temps = [0.0 if i % 2 else 1.0 for i in range(ROWS)]
+    exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=1.0)
+    counts, greedy, steps = sample_ssd(target, draft, temperature=1.0, fan_out_list="2,2,1,1", row_temperatures=temps)
+    ar = decode(target, None, [PROMPT], max_new_tokens=LENGTH, k=0)[0].rows[0].output_ids
+    assert set(greedy) == {tuple(ar)}
+    assert _share(steps, True) > 0 and _share(steps, False) > 0
+    assert chi_square_pvalue(counts, exact) > ALPHA
+
+
+@pytest.mark.parametrize("fan_out_list", [HITS_ONLY, MISSES_MOSTLY])
+def test_goodness_of_fit_rejects_argmax_matching_in_ssd(pair, fan_out_list):
+    target, draft = pair
+    exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=1.0)
+    counts, _, _ = sample_ssd(target, draft, temperature=1.0, fan_out_list=fan_out_list, miss_list=fan_out_list,
+                              verify=argmax_matching)
+    assert chi_square_pvalue(counts, exact) < ALPHA
