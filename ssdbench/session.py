@@ -51,13 +51,23 @@ def _eos_ids(models: ModelSet) -> frozenset[int]:
 def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict:
     from ssdbench.records.manifest import capture_environment
 
+    from ssdbench.speculation.setup import fan_out_policy, placements
+
+    target_place, draft_place = placements(config)
     roles = {"target": {"spec": config.target, "name": models.target_source.name, "origin": models.target_source.origin,
-                        "device": config.device}}
-    roles["draft"] = {"spec": config.draft, "device": config.device, "process": "target's (in-process, as SD runs)"}
+                        "placement": target_place.describe()}}
+    roles["draft"] = {"spec": config.draft, "sd": "in the target's process, on the target's placement (as the paper's SD)"}
+    if "ssd" in config.methods:
+        roles["draft"]["ssd"] = {"process": "its own (spawned), shared-memory mailbox", "placement": draft_place.describe()}
     if models.draft_source is not None:
         roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
-    return {"config": config.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
-            "attention_backend": config.attention, "engines": list(config.engines)}
+    manifest = {"config": config.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
+                "attention_backend": config.attention, "engines": list(config.engines)}
+    if "ssd" in config.methods:
+        policy = fan_out_policy(config)
+        manifest["ssd"] = {"fan_out": policy.description, "after_hit": list(policy.after_hit),
+                           "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c}
+    return manifest
 
 
 def model_hashes(models: ModelSet) -> dict:

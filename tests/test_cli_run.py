@@ -127,3 +127,22 @@ def test_failure_mid_run_marks_the_run_failed(tiny_target, tmp_path, monkeypatch
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "simulated crash" in manifest["reason"]
     assert not (out / "steps.parquet").exists()
+
+
+def test_run_with_ssd_records_hits_and_placements(tiny_target, tmp_path):
+    out = tmp_path / "run"
+    result = run_cli(*base_args(tiny_target, out, "--methods", "ar,sd,ssd", "--k", "3", "--fan-out", "2"))
+    assert result.exit_code == 0, result.output
+    assert "ssd" in result.output and "Greedy outputs identical to ar" in result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["models"]["draft"]["ssd"]["placement"]["device"] == "cpu"
+    assert manifest["ssd"]["after_hit"] == [2, 2, 2, 2]
+    steps = pq.read_table(out / "steps.parquet").to_pandas()
+    ssd = steps[steps["method"] == "ssd"]
+    assert ssd["cache_hit"].notna().all() and steps[steps["method"] != "ssd"]["cache_hit"].isna().all()
+    assert (ssd["fan_out_total"] >= 0).all()
+
+
+def test_ssd_refuses_the_ngram_draft(tiny_target, tmp_path):
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--methods", "ssd", "--draft", "ngram"))
+    _one_line_error(result, "ssd", "ngram")

@@ -60,12 +60,9 @@ class DraftModelProposer:
         """Tokens each row has committed that the draft has not seen yet (ends with the pending one)."""
         chunks, starts = [], []
         for i, row in enumerate(batch.rows):
-            if row.is_finished:
-                chunks.append([row.tokens[-1]])
-                starts.append(0)
-            else:
-                chunks.append(row.tokens[self._draft_len[i] :])
-                starts.append(self._draft_len[i])
+            # a finished row rides along with one padding token, past its committed slots
+            chunks.append([row.tokens[-1]] if row.is_finished else row.tokens[self._draft_len[i] :])
+            starts.append(self._draft_len[i])
         return chunks, starts
 
     def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -128,12 +128,9 @@ def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal)
     drafts = proposal.tokens[:, :width].tolist()
     chunks, starts = [], []
     for i, row in enumerate(batch.rows):
-        if row.is_finished:  # keeps shapes fixed; writes only slots this row no longer reads
-            chunks.append([row.tokens[-1]] * (width + 1))
-            starts.append(0)
-        else:
-            chunks.append([row.tokens[-1]] + drafts[i])
-            starts.append(row.target_len)
+        # a finished row rides along with padding, written past its committed slots
+        chunks.append([row.tokens[-1]] * (width + 1) if row.is_finished else [row.tokens[-1]] + drafts[i])
+        starts.append(row.target_len)
     return forward_chunks(target, chunks, starts)
 
 

@@ -1,0 +1,118 @@
+"""SSD through its real draft process: exactness, and clean failure when either side dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cli_fixtures import save_tiny_model
+from decode_helpers import decode, sampling_rows
+from ssdbench.errors import DraftServerError
+from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
+from ssdbench.speculation.fan_out import build_fan_out
+from ssdbench.speculation.server import DraftSpec
+
+PROMPTS = [[5, 9, 13, 5, 9], [3, 3, 8], [40, 41, 42, 43], [2, 6, 10]]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("ssd") / "tiny", vocab=64, seed=2)
+
+
+def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None) -> DraftSpec:
+    return DraftSpec(model_path=model_path or str(folder), int8=True, dtype="float32", device="cpu", cores=None,
+                     attention="sdpa", lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
+                     backup=backup, saguaro_c=1.0, seed=0)
+
+
+def target_model(folder: Path):
+    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.source import resolve_model
+    from ssdbench.models.weights import load_config, load_state_dict
+
+    source = resolve_model(str(folder))
+    return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("batch_size,backup", [(1, "jit"), (4, "fast")])
+def test_remote_ssd_greedy_matches_ar(folder, batch_size, backup):
+    target = target_model(folder)
+    prompts = PROMPTS[:batch_size]
+    ar, _ = decode(target, None, prompts, max_new_tokens=16, k=0)
+    with DraftServer(spec_for(folder, backup=backup), num_rows=batch_size, max_prompt=8, vocab_size=64, with_q=False) as server:
+        proposer = RemoteSsdProposer(server, sampling_rows(batch_size, 0.0))
+        ssd, steps = decode(target, proposer, prompts, max_new_tokens=16, k=3)
+        assert server.process.is_alive()
+    assert [r.output_ids for r in ssd.rows] == [r.output_ids for r in ar.rows]
+    assert any(s.cache_hit is not None for s in steps)
+    assert not server.process.is_alive()
+
+
+def test_killing_the_draft_mid_run_is_a_clear_error(folder):
+    target = target_model(folder)
+    with DraftServer(spec_for(folder), num_rows=1, max_prompt=8, vocab_size=64, with_q=False) as server:
+        proposer = RemoteSsdProposer(server, sampling_rows(1, 0.0))
+
+        class KillAfterTwo(RemoteSsdProposer):
+            rounds = 0
+
+            def propose(self, batch):
+                self.rounds += 1
+                if self.rounds == 3:
+                    os.kill(server.process.pid, signal.SIGKILL)
+                return super().propose(batch)
+
+        proposer = KillAfterTwo(server, sampling_rows(1, 0.0))
+        start = time.monotonic()
+        with pytest.raises(DraftServerError, match="draft process"):
+            decode(target, proposer, PROMPTS[:1], max_new_tokens=40, k=3)
+        assert time.monotonic() - start < 10
+    assert not server.process.is_alive()
+
+
+def test_a_bad_draft_model_fails_at_start(folder, tmp_path):
+    with pytest.raises(DraftServerError, match="could not start"):
+        with DraftServer(spec_for(folder, model_path=str(tmp_path / "missing")), num_rows=1, max_prompt=8,
+                         vocab_size=64, with_q=False):
+            pass
+
+
+def test_draft_process_exits_when_the_verifier_dies(folder):
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_ssd_process import spec_for
+        from pathlib import Path
+        from ssdbench.speculation.client import DraftServer
+        server = DraftServer(spec_for(Path({str(folder)!r})), num_rows=1, max_prompt=8, vocab_size=64, with_q=False)
+        server.__enter__()
+        print(server.process.pid, flush=True)
+        os._exit(0)  # die without stopping the draft
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    pid = int(out.stdout.strip().splitlines()[-1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid), "the draft process outlived its verifier"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,68 @@
+"""Tree attention equals the draft run alone on each branch's context; KV caches stay consistent."""
+
+from __future__ import annotations
+
+import torch
+
+from decode_helpers import decode, sampling_rows, ssd_local
+from tiny_models import tiny_pair
+from ssdbench.speculation.fan_out import build_fan_out
+from ssdbench.speculation.speculator import Speculator
+
+PROMPTS = [[1, 5, 9, 1, 5], [3, 3, 8, 2, 2, 7, 9]]
+
+
+def chain_logits(model, tokens: list[int]) -> torch.Tensor:
+    """The model alone on one context, as a plain chain: logits [T, V]."""
+    model.allocate(1, len(tokens) + 1)
+    ids = torch.tensor([tokens])  # [1, T]
+    return model.forward(ids, torch.arange(len(tokens)).unsqueeze(0))[0]
+
+
+def test_each_branch_matches_the_draft_alone_on_its_context():
+    _, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
+    k = 3
+    policy = build_fan_out("3", k=k, fan_out_list=None, miss_list="3,3,3,3")
+    spec = Speculator(draft, lookahead=k, fan_out=policy, backup="jit", generator=torch.Generator().manual_seed(0))
+    spec.start_batch(PROMPTS, sampling_rows(2, 1.0), max_len=64)  # sampled: the cache keeps each q row
+    spec.build()
+    answer = spec.answer([(True, 0, 7), (True, 0, 11)])  # first round: outcome is the first token
+    spec.build()  # glue over [t, proposal], fork, tree: the cache now holds the next round's branches
+    checked = 0
+    for b, row in enumerate(spec.rows):
+        proposal = answer.tokens[b, : answer.depth[b]].tolist()
+        for (accepted, bonus), cached in list(spec.cache._rows[b].items()):
+            context = row.history + proposal[:accepted] + [bonus] + cached.tokens[:-1]
+            expected = torch.softmax(chain_logits(draft, context)[-cached.depth :], dim=-1)  # [d, V]
+            assert torch.allclose(cached.q, expected, atol=1e-5), (b, accepted, bonus)
+            checked += 1
+    assert checked >= 8 and {a for a, _ in spec.cache._rows[0]} == {0, 1, 2, 3}
+
+
+def fresh_prefill_kv(model, tokens: list[int]):
+    model.allocate(1, len(tokens) + 1)
+    model.forward(torch.tensor([tokens]), torch.arange(len(tokens)).unsqueeze(0))
+    return model.cache.k[:, 0, :, : len(tokens)].clone(), model.cache.v[:, 0, :, : len(tokens)].clone()
+
+
+def test_kv_caches_equal_a_fresh_prefill_after_hits_and_misses():
+    target, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
+    proposer = ssd_local(draft, k=3, num_rows=2, fan_out="2", backup="jit")
+    batch, steps = decode(target, proposer, PROMPTS, max_new_tokens=20, k=3)
+    assert any(s.cache_hit for s in steps) and any(s.cache_hit is False for s in steps)
+    spec = proposer.speculator
+    target_k, target_v = target.cache.k.clone(), target.cache.v.clone()
+    draft_k, draft_v = draft.cache.k.clone(), draft.cache.v.clone()
+    for b, row in enumerate(batch.rows):
+        committed = row.tokens[:-1]  # the pending token has no K/V yet
+        k_ref, v_ref = fresh_prefill_kv(target, committed)
+        n = len(committed)
+        assert torch.allclose(target_k[:, b, :, :n], k_ref, atol=1e-5)
+        assert torch.allclose(target_v[:, b, :, :n], v_ref, atol=1e-5)
+        draft_committed = spec.rows[b].history[:-1]
+        assert draft_committed == committed[: len(draft_committed)]
+        k_ref, v_ref = fresh_prefill_kv(draft, draft_committed)
+        m = len(draft_committed)
+        assert m >= len(committed) - 4  # the draft's main line trails by at most one round
+        assert torch.allclose(draft_k[:, b, :, :m], k_ref, atol=1e-5)
+        assert torch.allclose(draft_v[:, b, :, :m], v_ref, atol=1e-5)
