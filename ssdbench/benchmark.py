@@ -51,13 +51,13 @@ def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: R
             for repeat in range(config.repeats):
                 _run_hf_baseline(config, models, workload, recorder, method, repeat, advance)
             continue
-        with pinned(target_placement), _proposer_factory(config, models, workload, method, engine) as factory:
+        with pinned(target_placement), _proposer_factory(config, models, workload, method, engine, recorder) as factory:
             for repeat in range(config.repeats):
                 _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance, factory)
 
 
 @contextlib.contextmanager
-def _proposer_factory(config, models, workload, method, engine):
+def _proposer_factory(config, models, workload, method, engine, recorder):
     """Builds each batch's proposer; for ssd, owns the draft process for the whole variant."""
     if method != "ssd":
         yield lambda num_rows, generator: build_proposer(method, engine, models, num_rows, generator)
@@ -71,6 +71,7 @@ def _proposer_factory(config, models, workload, method, engine):
     with DraftServer(spec, num_rows=config.batch_size, max_prompt=max_prompt, vocab_size=models.vocab_size,
                      with_q=with_q) as server:
         yield lambda num_rows, generator: RemoteSsdProposer(server, row_sampling(config, num_rows, draft=True, device="cpu"))
+        recorder.add_events(method, "draft", server.box.read_events())
 
 
 WARMUP_TOKENS = 8

@@ -50,6 +50,7 @@ class RunConfig:
     fit_from: Path | None = None
     backup: str = "jit"
     saguaro_c: float = 1.0
+    timeline: bool = True  # ssd: draw a few rounds of target and draft on a time line
 
     def __post_init__(self) -> None:
         _check_positive("--k", self.k)

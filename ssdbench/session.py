@@ -93,8 +93,24 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     if not sampler.rows and torch.device(config.device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {config.device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload)}
-    writer.finish(recorder.steps, recorder.requests, sampler.rows, extra)
+    if recorder.events and config.timeline:
+        extra["timeline"] = _save_timeline(recorder, writer.path)
+    optional = {"events": recorder.events} if recorder.events else None
+    writer.finish(recorder.steps, recorder.requests, sampler.rows, extra, optional=optional)
     return recorder
+
+
+def _save_timeline(recorder: Recorder, path: Path) -> str:
+    """timeline.png beside the records; a plotting problem is noted, never fatal to the run."""
+    import pandas as pd
+
+    from ssdbench.report.timeline import plot_timeline
+
+    try:
+        plot_timeline(pd.DataFrame(recorder.steps), pd.DataFrame(recorder.events), path / "timeline.png")
+    except Exception as err:  # noqa: BLE001 - a picture must not cost the run its records
+        return f"not drawn: {type(err).__name__}: {err}"
+    return "timeline.png"
 
 
 def _gpu_roles(device: str) -> dict[int, str]:

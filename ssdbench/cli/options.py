@@ -39,3 +39,4 @@ FanOutMissList = Annotated[Optional[str], typer.Option("--fan-out-miss-list", he
 FitFrom = Annotated[Optional[Path], typer.Option("--fit-from", help="A previous run to fit acceptance (and the miss power law) from, for --fan-out geometric.")]
 Backup = Annotated[str, typer.Option("--backup", help="ssd proposal on a cache miss: jit (draft now, verifier waits), fast (n-gram / random, no wait) or auto (per round, from measured costs).")]
 SaguaroC = Annotated[float, typer.Option("--saguaro-c", help="Saguaro sampling: scale the draft's top-F tokens by C in (0, 1] when drafting (1 = off).")]
+Timeline = Annotated[bool, typer.Option("--timeline/--no-timeline", help="With ssd: save timeline.png, a few rounds of verify, draft glue/tree/backup and waits.")]

@@ -51,6 +51,7 @@ def run_command(
     fit_from: opt.FitFrom = None,
     backup: opt.Backup = "jit",
     saguaro_c: opt.SaguaroC = 1.0,
+    timeline: opt.Timeline = True,
     format: opt.Format = "table",
 ) -> None:
     if format not in ("table", "json"):
@@ -64,7 +65,7 @@ def run_command(
         dtype=dtype, engines=_split(engine), attention=attention, threads=threads, chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
-        fit_from=fit_from, backup=backup, saguaro_c=saguaro_c,
+        fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline,
     )
     perform_run(config, format=format)
 
@@ -113,13 +114,19 @@ def _report(config: RunConfig, path, recorder, console: Console, format: str) ->
     from ssdbench.report.render import exactness_line, print_summary
     from ssdbench.report.summary import summarize
 
-    summary = summarize(pd.DataFrame(recorder.requests), pd.DataFrame(recorder.steps))
+    from ssdbench.report.ssd_summary import ssd_overview
+
+    steps = pd.DataFrame(recorder.steps)
+    summary = summarize(pd.DataFrame(recorder.requests), steps)
+    ssd = ssd_overview(steps) if "ssd" in config.methods else None
     greedy = config.temperature == 0
     if format == "json":
-        payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"), "exactness": exactness_line(summary, greedy=greedy)}
+        payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"),
+                   "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
+                   "exactness": exactness_line(summary, greedy=greedy)}
         typer.echo(json.dumps(payload, default=float))
         return
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
              f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")
-    print_summary(summary, title=title, greedy=greedy, console=console)
+    print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd)
     console.print(f"Records: {path}")

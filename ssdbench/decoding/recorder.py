@@ -30,6 +30,12 @@ class Recorder:
     run_id: str
     steps: dict[str, list] = field(default_factory=dict)
     requests: dict[str, list] = field(default_factory=dict)
+    events: dict[str, list] = field(default_factory=dict)  # the draft process's timeline (ssd)
+
+    def add_events(self, method: str, role: str, events: list[tuple[str, int, int]]) -> None:
+        for kind, start_ns, end_ns in events:
+            self._append(self.events, {"run_id": self.run_id, "method": method, "role": role, "kind": kind,
+                                       "t_start_ns": start_ns, "t_end_ns": end_ns})
 
     def add_steps(self, keys: list[RequestKey], records: list[StepRecord]) -> None:
         for record in records:

@@ -39,6 +39,7 @@ class Run:
     steps: pd.DataFrame
     requests: pd.DataFrame
     gpu: pd.DataFrame
+    events: pd.DataFrame | None = None  # optional table: None when the run has none
 
 
 def _one_line(text: object) -> str:
@@ -149,4 +150,7 @@ def load_run(path: str | os.PathLike) -> Run:
     manifest, tables = _upgrade(path, manifest, tables, version)
     frames = {name: _to_pandas(name, _conform(path, name, tables[name]))
               for name in schema.TABLE_NAMES}
+    for name in schema.OPTIONAL_TABLE_NAMES:
+        if (path / f"{name}.parquet").is_file():
+            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, version)))
     return Run(path=path, manifest=manifest, **frames)

@@ -21,6 +21,8 @@ TABLE_KEY = b"ssdbench.table"
 
 MANIFEST_NAME = "manifest.json"
 TABLE_NAMES = ("steps", "requests", "gpu")
+# Tables a run may lack (runs written before they existed, or methods that have none).
+OPTIONAL_TABLE_NAMES = ("events",)
 STATUS_RUNNING, STATUS_COMPLETE = "running", "complete"
 STATUS_FAILED, STATUS_INTERRUPTED = "failed", "interrupted"
 
@@ -103,6 +105,14 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            nullable=True),
         _c("sm_clock_mhz", _F64, "SM clock", nullable=True),
     ),
+    "events": (
+        _c("run_id", _STR, "run identifier"),
+        _c("method", _STR, "decoding method whose process recorded the event (ssd)"),
+        _c("role", _STR, "draft or target"),
+        _c("kind", _STR, "glue, tree, backup, answer, prefill"),
+        _c("t_start_ns", _I64, "start, time.time_ns()"),
+        _c("t_end_ns", _I64, "end, time.time_ns()"),
+    ),
 }
 
 DESCRIPTIONS: dict[str, dict[str, str]] = {
@@ -112,7 +122,7 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 def _check_table(name: str) -> tuple[Column, ...]:
     if name not in COLUMNS:
-        raise SchemaError(f"unknown table {name!r}; tables: {', '.join(TABLE_NAMES)}")
+        raise SchemaError(f"unknown table {name!r}; tables: {', '.join(TABLE_NAMES + OPTIONAL_TABLE_NAMES)}")
     return COLUMNS[name]
 
 

@@ -110,7 +110,7 @@ class RunWriter:
         return self.manifest["status"]
 
     def finish(self, steps_cols: Columns, requests_cols: Columns, gpu_rows: Sequence[Mapping],
-               extra_manifest: Mapping | None = None) -> None:
+               extra_manifest: Mapping | None = None, *, optional: Mapping[str, Columns] | None = None) -> None:
         """Write steps/requests/gpu Parquet, then mark the manifest complete.
 
         Columns are validated against the schema (SchemaError on a mismatch) before
@@ -121,6 +121,7 @@ class RunWriter:
         tables = {"steps": schema.table_from_columns("steps", steps_cols),
                   "requests": schema.table_from_columns("requests", requests_cols),
                   "gpu": schema.table_from_rows("gpu", gpu_rows)}
+        tables.update({name: schema.table_from_columns(name, cols) for name, cols in (optional or {}).items()})
         try:
             files = self._write_tables(tables, suffix=".parquet")
         except OSError as err:

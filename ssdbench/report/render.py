@@ -49,9 +49,24 @@ def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
     return f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
 
 
-def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: Console | None = None) -> None:
+def ssd_table(overview: pd.DataFrame) -> Table:
+    table = Table(title="ssd: speculation cache and overlap", title_justify="left")
+    for name in ("method", "cache hit rate", "accept len on hit", "accept len on miss", "wait share of round",
+                 "draft work overlapped", "branches/row", "backups on miss"):
+        table.add_column(name, justify="left" if name in ("method", "backups on miss") else "right")
+    for _, row in overview.iterrows():
+        table.add_row(row["label"], _num(row["cache_hit_rate"], "{:.1%}"), _num(row["acceptance_length_hit"]),
+                      _num(row["acceptance_length_miss"]), _num(row["wait_share"], "{:.1%}"),
+                      _num(row["overlap_share"], "{:.1%}"), _num(row["fan_out_mean"], "{:.1f}"), row["backups"])
+    return table
+
+
+def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: Console | None = None,
+                  ssd: pd.DataFrame | None = None) -> None:
     console = console or Console()
     if not console.is_terminal and console.width < 140:  # pipes and CI logs: no wrapped cells
         console.width = 140
     console.print(summary_table(summary, title=title))
+    if ssd is not None and not ssd.empty:
+        console.print(ssd_table(ssd))
     console.print(exactness_line(summary, greedy=greedy))

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 import torch
 
 # ctrl slots
-REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, SEED = range(8)
+REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT = range(8)
 KIND_BATCH, KIND_ROUND, KIND_STOP = 1, 2, 3
 STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
+MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
+EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Mailbox:
     q: torch.Tensor  # [B, K, V] float32
     times: torch.Tensor  # [4] float64: busy ms since last answer, backup ms, glue ms, tree ms
     error: torch.Tensor  # [ERROR_BYTES] uint8
+    events: torch.Tensor  # [MAX_EVENTS, 3] int64: kind index, start ns, end ns
 
     @classmethod
     def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool) -> Mailbox:
@@ -44,7 +47,7 @@ class Mailbox:
             top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
             tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64), meta=torch.zeros(num_rows, 4, dtype=torch.int64),
             q=torch.zeros(q_shape), times=torch.zeros(4, dtype=torch.float64),
-            error=torch.zeros(ERROR_BYTES, dtype=torch.uint8),
+            error=torch.zeros(ERROR_BYTES, dtype=torch.uint8), events=torch.zeros(MAX_EVENTS, 3, dtype=torch.int64),
         )
         for tensor in vars(box).values():
             tensor.share_memory_()
@@ -75,6 +78,17 @@ class Mailbox:
     def post_response(self, seq: int, status: int = 2) -> None:
         self.ctrl[STATUS] = status
         self.ctrl[RESP_SEQ] = seq
+
+    def record_event(self, kind: str, start_ns: int, end_ns: int) -> None:
+        """Append one draft-side event (dropped once the buffer is full)."""
+        count = int(self.ctrl[EVENT_COUNT])
+        if count < MAX_EVENTS:
+            self.events[count, 0], self.events[count, 1], self.events[count, 2] = EVENT_KINDS.index(kind), start_ns, end_ns
+            self.ctrl[EVENT_COUNT] = count + 1
+
+    def read_events(self) -> list[tuple[str, int, int]]:
+        count = int(self.ctrl[EVENT_COUNT])
+        return [(EVENT_KINDS[k], a, b) for k, a, b in self.events[:count].tolist()]
 
     def write_error(self, message: str) -> None:
         data = message.encode("utf-8", "replace")[: ERROR_BYTES - 1]

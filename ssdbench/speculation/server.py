@@ -47,6 +47,7 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
         box.write_error(f"draft process could not start: {type(err).__name__}: {err}")
         box.ctrl[mb.STATUS] = mb.STATUS_ERROR
         return
+    speculator.on_event = _record_to(box)
     box.ctrl[mb.STATUS] = mb.STATUS_OK
     try:
         _loop(box, speculator)
@@ -73,6 +74,10 @@ def _build_speculator(spec: DraftSpec):
                       saguaro_c=spec.saguaro_c, generator=generator)
 
 
+def _record_to(box: mb.Mailbox):
+    return lambda kind, start_ns, end_ns: box.record_event(kind, start_ns, end_ns)
+
+
 def _loop(box: mb.Mailbox, speculator) -> None:
     parent = multiprocessing.parent_process()
     is_alive = parent.is_alive if parent is not None else (lambda: True)
@@ -91,8 +96,10 @@ def _loop(box: mb.Mailbox, speculator) -> None:
             _start_batch(box, speculator)
             last_answer_ns = None
         else:
+            answer_start_ns = time.time_ns()
             _answer_round(box, speculator, build_ms)
             last_answer_ns = time.perf_counter_ns()
+            box.record_event("answer", answer_start_ns, time.time_ns())
         box.post_response(seq)
         answered = seq
         stats = speculator.build(should_stop=lambda: box.has_request(answered))

@@ -57,7 +57,7 @@ class BuildStats:
 
 class Speculator:
     def __init__(self, draft, *, lookahead: int, fan_out: FanOut, backup: str, saguaro_c: float = 1.0,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, on_event=None) -> None:
         self.draft, self.k, self.fan_out, self.backup = draft, lookahead, fan_out, backup
         self.saguaro_c = saguaro_c
         self.generator = generator or torch.Generator(device=draft.device).manual_seed(0)
@@ -65,10 +65,12 @@ class Speculator:
         self.rows: list[DraftRow] = []
         self._accepted = self._trials = 0
         self._prefill_logits: torch.Tensor | None = None
+        self.on_event = on_event or (lambda kind, start_ns, end_ns: None)  # the draft's timeline
 
     # ---- a new batch -------------------------------------------------------------------
     def start_batch(self, prompts: list[list[int]], sampling: RowSampling, *, max_len: int) -> None:
         """Prefill the prompts (while the target does the same), ready to fork on the first token."""
+        start_ns = time.time_ns()
         self.rows = [DraftRow(history=list(p)) for p in prompts]
         self.sampling = sampling
         self.need_q = not sampling.all_greedy
@@ -83,6 +85,7 @@ class Speculator:
         last = torch.tensor([[len(p) - 1] for p in prompts])  # [B, 1]
         self._prefill_logits = self.draft.forward(tokens.to(self.draft.device), positions.to(self.draft.device),
                                                logits_at=last.to(self.draft.device))  # [B, 1, V]
+        self.on_event("prefill", start_ns, time.time_ns())
 
     # ---- answering a round -------------------------------------------------------------
     def answer(self, outcomes: list[tuple[bool, int, int]]) -> Answer:
@@ -101,7 +104,7 @@ class Speculator:
                 continue
             self._place(b, found.tokens, found.q, tokens, q, depth)
             hit[b] = True
-        start = time.perf_counter()
+        start, start_ns = time.perf_counter(), time.time_ns()
         kind = self._choose_backup(len(missing), outcomes)
         if missing:
             proposals = self._jit(missing) if kind == "jit" else self._fast(missing)
@@ -109,6 +112,8 @@ class Speculator:
                 self._place(b, row_tokens, row_q, tokens, q, depth)
                 backup[b] = kind
         backup_ms = (time.perf_counter() - start) * 1e3
+        if missing:
+            self.on_event("backup", start_ns, time.time_ns())
         if kind == "jit" and missing:
             self.costs.note_jit(backup_ms)
         for b, row in enumerate(self.rows):
@@ -170,9 +175,10 @@ class Speculator:
     def build(self, should_stop=lambda: False) -> BuildStats:
         """Glue, fork, and tree; returns early (a shallower tree) as soon as should_stop() is true."""
         stats = BuildStats()
-        start = time.perf_counter()
+        start, start_ns = time.perf_counter(), time.time_ns()
         glue = self._glue()  # per row: logits [d+1, V]
         stats.glue_ms = (time.perf_counter() - start) * 1e3
+        self.on_event("glue", start_ns, time.time_ns())
         self.costs.note_glue(stats.glue_ms)
         self.cache.reset()
         cap = self.fan_out.budget
@@ -213,7 +219,7 @@ class Speculator:
         q = torch.zeros(num_rows, width, self.k, self.draft.vocab_size) if self.need_q else None  # [B, N, K, V]
         current = current.to(dev)
         for step in range(self.k):
-            t0 = time.perf_counter()
+            t0, t0_ns = time.perf_counter(), time.time_ns()
             logits = self.draft.forward(current, (layout.positions + step).to(dev), slots=layout.slots(step).to(dev),
                                         attn_mask=layout.mask(step, self.max_len).to(dev))  # [B, N, V]
             fan = torch.full((num_rows * width,), self.fan_out.after_hit[step])  # [B*N]
@@ -225,6 +231,7 @@ class Speculator:
             current = x.view(num_rows, width)
             stats.depth = step + 1
             self.costs.note_tree_step(width, (time.perf_counter() - t0) * 1e3)
+            self.on_event("tree", t0_ns, time.time_ns())
             if step + 1 < self.k and should_stop():
                 stats.interrupted = True
                 break
