@@ -30,12 +30,14 @@ MODELS = {"target": {"spec": "llama-3.1-8b", "name": "Llama-3.1-8B-Instruct", "o
 # --- a small synthetic-run writer: planted rounds and requests, written by the real RunWriter ---
 
 def step(method: str, prompt: int, accepted: int, *, proposed: int = 0, step_ms: float = 10.0, draft_ms: float = 0.0,
-         wait_ms: float = 0.0, cache_hit=None, fan_out=None, backup=None, batch_size: int = 1) -> dict:
+         wait_ms: float = 0.0, verify_ms: float | None = None, cache_hit=None, fan_out=None, backup=None,
+         batch_size: int = 1) -> dict:
     return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
             "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "round": 0, "batch_size": batch_size,
             "row": 0, "proposed": proposed, "accepted": accepted, "emitted": accepted + 1, "bonus_token": 7,
             "cache_hit": cache_hit, "backup": backup, "fan_out_total": fan_out, "t_start_ns": 0,
-            "draft_ms": draft_ms, "verify_ms": step_ms - draft_ms - wait_ms, "wait_ms": wait_ms, "sample_ms": 0.0,
+            "draft_ms": draft_ms,
+            "verify_ms": step_ms - draft_ms - wait_ms if verify_ms is None else verify_ms, "wait_ms": wait_ms, "sample_ms": 0.0,
             "step_ms": step_ms}
 
 
@@ -185,8 +187,9 @@ A_SD = {0: 3, 1: 2, 2: 2, 4: 3}  # K=4 accepted counts -> a = (2+4+12) / (3+4+6+
 
 @pytest.fixture()
 def planted_run(tmp_path) -> Path:
-    """ar: 10 ms rounds. sd: 12 ms verify + 4 drafts at 1 ms. ssd: 3 of 4 rounds hit (12 ms), misses
-    draft 4 ms and wait 1 ms. Measured sd speedup planted equal to the formula, ssd's at half."""
+    """ar: 10 ms rounds. sd: 12 ms verify + 4 drafts at 1 ms. ssd: 3 of 4 rounds hit: 10 ms own work
+    + 2 ms wait for the speculator (whose 3 ms of drafting overlapped); misses take 17 ms, 7 beyond
+    the verifier's own work. Measured sd speedup planted equal to the formula, ssd's at 1×."""
     steps, requests = [], []
     a = 18 / 25
     sd_pred = theory.sd_speedup(a, 4, t_verify=1.2, c=0.1)
@@ -194,8 +197,9 @@ def planted_run(tmp_path) -> Path:
     for p in range(4):
         steps += [step("ar", p, 0) for _ in range(5)]
         steps += [step("sd", p, n, proposed=4, step_ms=16.0, draft_ms=4.0) for n in accepted_pattern(A_SD)]
-        steps += [step("ssd", p, 3 if h else 1, proposed=4, step_ms=12.0 if h else 17.0, draft_ms=0.0 if h else 4.0,
-                       wait_ms=0.0 if h else 1.0, cache_hit=h, fan_out=15, backup=None if h else "jit") for h in hits]
+        steps += [step("ssd", p, 3 if h else 1, proposed=4, step_ms=12.0 if h else 17.0, draft_ms=3.0 if h else 4.0,
+                       wait_ms=2.0 if h else 6.0, verify_ms=10.0 if h else 11.0, cache_hit=h, fan_out=15,
+                       backup=None if h else "jit") for h in hits]
         requests += [request("ar", p, 100.0), request("sd", p, 100.0 * sd_pred), request("ssd", p, 100.0)]
     return write_run(tmp_path / "planted", steps, requests)
 
@@ -210,13 +214,15 @@ def test_predictions_equal_the_formulas(planted_run):
     assert rows["sd"]["speedup_measured"] == pytest.approx(expected_sd) and not rows["sd"]["is_flagged"]
     a_hit, a_miss = 3 / 4, 1 / 2  # hits accept 3 of 4 (4 reached); misses accept 1 (2 reached)
     expected_ssd = theory.ssd_speedup(0.75, theory.expected_tokens(a_hit, 4), theory.expected_tokens(a_miss, 4),
-                                      t_p=1.2, t_b=0.5, t_verify=1.2)
+                                      t_p=1.2, t_b=0.7, t_verify=1.0)
     assert rows["ssd"]["speedup_predicted"] == pytest.approx(expected_ssd)
+    assert rows["ssd"]["speedup_predicted"] == pytest.approx(  # the decomposition is exact on the critical path
+        (0.75 * theory.expected_tokens(a_hit, 4) + 0.25 * theory.expected_tokens(a_miss, 4)) / rows["ssd"]["round_vs_ar"])
     assert rows["ssd"]["gap"] == pytest.approx(expected_ssd - 1) and rows["ssd"]["is_flagged"]
     assert rows["ar"]["speedup_predicted"] == pytest.approx(1.0)
     pooled = {r["label"]: r for r in check_rows(measured, acceptance="pooled")}
     assert pooled["ssd"]["speedup_predicted"] == pytest.approx(
-        theory.ssd_speedup(0.75, 4.0, 2.0, t_p=1.2, t_b=0.5, t_verify=1.2))
+        theory.ssd_speedup(0.75, 4.0, 2.0, t_p=1.2, t_b=0.7, t_verify=1.0))
 
 
 def test_projection_equals_hand_roofline(planted_run):

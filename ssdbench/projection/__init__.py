@@ -129,20 +129,27 @@ def measure_run(run) -> Measured:
 
 
 def _predict_ssd(v: Variant, t_ar: float, acceptance: str) -> float:
-    everything, hit, miss = v.all, v.hit, v.miss
-    h = v.hit_rate
+    """Theorem 7 from the verifier's critical path. The speculator's drafting overlaps
+    verification, so its `draft_ms` is not on that path: a round is the verifier's own
+    work T_v (hit rounds' step − wait) plus whatever it waited for.
+
+    hit round = max(T_v, T_p) → T_p = hit step time; miss round = T_v + T_b → T_b = miss
+    step time − T_v.
+    """
+    hit, miss = v.hit, v.miss
+    own_ms = hit.step_ms - hit.wait_ms if hit.rounds else v.all.step_ms - v.all.wait_ms - v.all.draft_ms
     e_hit = hit.tokens(acceptance) if hit.rounds else 0.0
     e_miss = miss.tokens(acceptance) if miss.rounds else 0.0
-    t_p = (hit.step_ms - hit.draft_ms) / t_ar if hit.rounds else 0.0
-    t_b = (miss.draft_ms + miss.wait_ms) / t_ar if miss.rounds else 0.0
-    return theory.ssd_speedup(h, e_hit, e_miss, t_p=t_p, t_b=t_b, t_verify=everything.own_ms / t_ar)
+    t_p = hit.step_ms / t_ar if hit.rounds else 0.0
+    t_b = max(0.0, miss.step_ms - own_ms) / t_ar if miss.rounds else 0.0
+    return theory.ssd_speedup(v.hit_rate, e_hit, e_miss, t_p=t_p, t_b=t_b, t_verify=own_ms / t_ar)
 
 
 def predict_speedup(v: Variant, t_ar: float, *, acceptance: str = "fit") -> float:
     """Speedup over ar predicted by the formulas from this variant's measured a, h and costs.
 
     SD: E / (T_verify + K·c) with T_verify = round minus drafting, K·c = drafting, both per
-    AR round. SSD: Theorem 7 (theory.ssd_speedup) with hit/miss rounds measured apart.
+    AR round. SSD: Theorem 7 (theory.ssd_speedup) with hit and miss rounds measured apart.
     """
     r = v.all
     if v.hit is not None:

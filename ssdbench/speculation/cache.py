@@ -11,6 +11,7 @@ import torch
 class CachedProposal:
     tokens: list[int]  # d <= K draft tokens
     q: torch.Tensor | None  # [d, V] the exact distributions they were drawn from (None: greedy)
+    branch: int = -1  # the tree branch it came from (its K/V and logits are reused by the next glue)
 
     @property
     def depth(self) -> int:

@@ -19,6 +19,7 @@ from ssdbench.speculation.costs import CostModel
 from ssdbench.speculation.drafting import draw, repeat_rows
 from ssdbench.speculation.fan_out import FanOut
 from ssdbench.speculation.forking import fork_branches
+from ssdbench.speculation.glue import GluePlan, full_plan, reuse_plan, run_glue
 from ssdbench.speculation.tree import layout_tree
 
 
@@ -65,6 +66,8 @@ class Speculator:
         self.rows: list[DraftRow] = []
         self._accepted = self._trials = 0
         self._prefill_logits: torch.Tensor | None = None
+        self._plans: list[GluePlan | None] = []
+        self._tree_logits: list[torch.Tensor] = []
         self.on_event = on_event or (lambda kind, start_ns, end_ns: None)  # the draft's timeline
 
     # ---- a new batch -------------------------------------------------------------------
@@ -94,6 +97,7 @@ class Speculator:
         q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size) if self.need_q else None  # [B, K, V]
         depth, hit, backup = [0] * len(self.rows), [False] * len(self.rows), [None] * len(self.rows)
         missing = []
+        self._plans = [None] * len(self.rows)
         for b, (active, k, t) in enumerate(outcomes):
             self._commit(b, active, k, t)
             if not active:
@@ -104,13 +108,17 @@ class Speculator:
                 continue
             self._place(b, found.tokens, found.q, tokens, q, depth)
             hit[b] = True
+            self._plans[b] = self._hit_plan(b, found)
         start, start_ns = time.perf_counter(), time.time_ns()
         kind = self._choose_backup(len(missing), outcomes)
         if missing:
             proposals = self._jit(missing) if kind == "jit" else self._fast(missing)
-            for b, (row_tokens, row_q) in zip(missing, proposals):
+            for b, (row_tokens, row_q, known) in zip(missing, proposals):
                 self._place(b, row_tokens, row_q, tokens, q, depth)
                 backup[b] = kind
+                row = self.rows[b]
+                self._plans[b] = full_plan(row.history, row_tokens) if known is None else reuse_plan(
+                    row.history, row_tokens, known, tree_slots=None)
         backup_ms = (time.perf_counter() - start) * 1e3
         if missing:
             self.on_event("backup", start_ns, time.time_ns())
@@ -148,9 +156,16 @@ class Speculator:
         others = self.costs.tokens_by_kind.get("hit", 2.0) * (sum(1 for o in outcomes if o[0]) - num_missing)
         return "jit" if self.costs.prefer_jit(num_missing, others) else "fast"
 
-    def _fast(self, missing: list[int]) -> list[tuple[list[int], None]]:
+    def _hit_plan(self, b: int, found: CachedProposal) -> GluePlan:
+        """Reuse the branch's K/V (tree slots) and its step distributions for this row's glue."""
+        d, n = found.depth, found.branch
+        known = torch.stack([self._tree_logits[j][b, n] for j in range(d)])  # [d, V]
+        slots = [self.tree_base + n * self.k + j for j in range(d)]
+        return reuse_plan(self.rows[b].history, found.tokens, known, tree_slots=slots)
+
+    def _fast(self, missing: list[int]) -> list[tuple[list[int], None, None]]:
         vocab = self.draft.vocab_size
-        return [(fast_proposal(self.rows[b].history, lookahead=self.k, vocab_size=vocab, generator=self.generator), None)
+        return [(fast_proposal(self.rows[b].history, lookahead=self.k, vocab_size=vocab, generator=self.generator), None, None)
                 for b in missing]
 
     def _jit(self, missing: list[int]) -> list[tuple[list[int], torch.Tensor | None]]:
@@ -159,9 +174,10 @@ class Speculator:
         current = torch.tensor([[row.history[-1]] for row in self.rows], device=dev)  # [B, 1]
         base = torch.tensor([[row.pending_position] for row in self.rows], device=dev)  # [B, 1]
         fan = torch.tensor([self.fan_out.after_miss[j] for j in range(self.k)])  # [K]
-        out_tokens, out_q = [], []
+        out_tokens, out_q, out_logits = [], [], []
         for j in range(self.k):
             logits = self.draft.forward(current, base + j)[:, 0]  # [B, V]
+            out_logits.append(logits)
             x, q = draw(logits, self.sampling, fan[j].expand(len(self.rows)), saguaro_c=self.saguaro_c,
                         generator=self.generator, need_q=self.need_q)
             out_tokens.append(x)
@@ -169,7 +185,8 @@ class Speculator:
             current = x.unsqueeze(1)
         tokens = torch.stack(out_tokens, dim=1).tolist()  # [B, K]
         qs = torch.stack(out_q, dim=1) if self.need_q else None  # [B, K, V]
-        return [(tokens[b], None if qs is None else qs[b]) for b in missing]
+        known = torch.stack(out_logits, dim=1)  # [B, K, V]: D_0..D_{K-1}, reused by the glue pass
+        return [(tokens[b], None if qs is None else qs[b], known[b]) for b in missing]
 
     # ---- preparing the next round ------------------------------------------------------
     def build(self, should_stop=lambda: False) -> BuildStats:
@@ -195,16 +212,12 @@ class Speculator:
         return 0.6 if self._trials < 8 else min(max(self._accepted / self._trials, 0.05), 0.95)
 
     def _glue(self) -> list[torch.Tensor | None]:
-        """One forward over [t, returned...] per active row: main-line KV and the K+1 fork distributions."""
+        """Main-line K/V for [t, returned...] and the fork distributions, per active row (glue.py)."""
         if self._prefill_logits is not None:  # right after prefill: the prompt was the glue
             logits, self._prefill_logits = self._prefill_logits, None
             return [logits[b] if row.active else None for b, row in enumerate(self.rows)]
-        chunks = [[row.history[-1]] + row.returned for row in self.rows]
-        width = max(len(c) for c in chunks)
-        tokens = torch.tensor([c + [0] * (width - len(c)) for c in chunks])  # [B, 1+d]
-        positions = torch.tensor([row.pending_position for row in self.rows]).unsqueeze(1) + torch.arange(width)
-        logits = self.draft.forward(tokens.to(self.draft.device), positions.to(self.draft.device))  # [B, 1+d, V]
-        return [logits[b, : len(chunks[b])] if row.active else None for b, row in enumerate(self.rows)]
+        plans = [plan if row.active else None for plan, row in zip(self._plans, self.rows)]
+        return run_glue(self.draft, plans, [row.pending_position for row in self.rows])
 
     def _grow_tree(self, branches, stats: BuildStats, should_stop) -> None:
         dev = self.draft.device
@@ -218,10 +231,12 @@ class Speculator:
         tokens = torch.zeros(num_rows, width, self.k, dtype=torch.int64)  # [B, N, K]
         q = torch.zeros(num_rows, width, self.k, self.draft.vocab_size) if self.need_q else None  # [B, N, K, V]
         current = current.to(dev)
+        self._tree_logits = []  # per step: [B, N, V], reused by the next glue after a hit
         for step in range(self.k):
             t0, t0_ns = time.perf_counter(), time.time_ns()
             logits = self.draft.forward(current, (layout.positions + step).to(dev), slots=layout.slots(step).to(dev),
                                         attn_mask=layout.mask(step, self.max_len).to(dev))  # [B, N, V]
+            self._tree_logits.append(logits)
             fan = torch.full((num_rows * width,), self.fan_out.after_hit[step])  # [B*N]
             x, qx = draw(logits.flatten(0, 1), sampling, fan, saguaro_c=self.saguaro_c, generator=self.generator,
                          need_q=self.need_q)
@@ -241,4 +256,4 @@ class Speculator:
         for b, row in enumerate(branches):
             for n, br in enumerate(row):
                 row_q = None if q is None else q[b, n, :depth]
-                self.cache.store(b, br.accepted, br.bonus, CachedProposal(tokens[b, n, :depth].tolist(), row_q))
+                self.cache.store(b, br.accepted, br.bonus, CachedProposal(tokens[b, n, :depth].tolist(), row_q, n))
