@@ -60,7 +60,7 @@ def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: R
 def _proposer_factory(config, models, workload, method, engine, recorder):
     """Builds each batch's proposer; for ssd, owns the draft process for the whole variant."""
     if method != "ssd":
-        yield lambda num_rows, generator: build_proposer(method, engine, models, num_rows, generator)
+        yield lambda num_rows, generator: build_proposer(config, method, engine, models, num_rows, generator)
         return
     from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
     from ssdbench.speculation.setup import draft_spec, fan_out_policy

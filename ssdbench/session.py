@@ -119,3 +119,37 @@ def _gpu_roles(device: str) -> dict[int, str]:
     if dev.type != "cuda":
         return {}
     return {dev.index or 0: "target+draft"}
+
+
+def validate(config: RunConfig) -> None:
+    """Everything that can be checked without loading a model: suite, attention backend, ssd settings."""
+    from ssdbench.kernels.registry import get_backend
+    from ssdbench.suites import load_suite
+
+    load_suite(config.suite, data_dir=config.data_dir)
+    get_backend(config.attention)
+    if "ssd" in config.methods:
+        from ssdbench.speculation.setup import fan_out_policy, placements
+
+        placements(config)
+        fan_out_policy(config)
+
+
+def prepare(config: RunConfig) -> tuple[ModelSet, Workload, dict]:
+    """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite."""
+    models = ModelSet(config)
+    models.target_source, models.draft_source  # noqa: B018 - resolving is the check
+    models.check_vocabularies()
+    workload, suite_info = prepare_workload(config, models)
+    return models, workload, suite_info
+
+
+def run_point(config: RunConfig, models: ModelSet, workload: Workload, suite_info: dict, advance) -> RunOutcome:
+    """Claim the run directory, decode every variant, write the records (or mark the run failed)."""
+    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
+
+    run_id = new_run_id()
+    path = config.out or default_run_dir(run_id=run_id)
+    with RunWriter.create(path, run_id, base_manifest(config, models, suite_info)) as writer:
+        recorder = execute(config, writer, models, workload, advance)
+    return RunOutcome(path=writer.path, manifest=writer.manifest, recorder=recorder)

@@ -9,6 +9,7 @@ from ssdbench.cli.inspect import ls_command, validate_command
 from ssdbench.cli.project import project_command
 from ssdbench.cli.report import report_command
 from ssdbench.cli.run import run_command
+from ssdbench.cli.sweep import sweep_command
 
 app = typer.Typer(
     name="ssdbench",
@@ -17,6 +18,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("run", help="Run the methods on a suite and record every round to Parquet.")(run_command)
+app.command("sweep", help="Run a grid (batch sizes, temperatures, K, fan-outs) with models loaded once; resumable.")(
+    sweep_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
 app.command("ls", help="List methods, engines, attention backends, suites, models and packages.")(ls_command)
 app.command("validate", help="Check that a target/draft pair resolves, shares a vocabulary and fits; runs nothing.")(

@@ -73,42 +73,25 @@ def run_command(
 def perform_run(config: RunConfig, *, format: str = "table") -> None:
     """Validate everything cheap, claim the run directory, run, print the summary."""
     from ssdbench import benchmark, session
-    from ssdbench.kernels.registry import get_backend
-    from ssdbench.models.model_set import ModelSet
-    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
-    from ssdbench.suites import load_suite
 
     console = Console(stderr=format == "json")
-    load_suite(config.suite, data_dir=config.data_dir)  # an unknown suite fails before any model work
-    get_backend(config.attention)
-    if "ssd" in config.methods:  # placements and fan-out are checked before any model loads
-        from ssdbench.speculation.setup import fan_out_policy, placements
-
-        placements(config)
-        fan_out_policy(config)
-    models = ModelSet(config)
-    models.target_source, models.draft_source  # noqa: B018 - resolve both (clear error if missing)
-    models.check_vocabularies()
-    workload, suite_info = session.prepare_workload(config, models)
-    run_id = new_run_id()
-    path = config.out or default_run_dir(run_id=run_id)
-    with RunWriter.create(path, run_id, session.base_manifest(config, models, suite_info)) as writer:
-        with _progress(console) as progress:
-            task = progress.add_task("decoding", total=benchmark.count_units(config, workload))
-            recorder = session.execute(
-                config, writer, models, workload, lambda label, n: progress.update(task, advance=n, description=label)
-            )
-    _report(config, writer.path, recorder, console, format)
+    session.validate(config)
+    models, workload, suite_info = session.prepare(config)
+    with progress_bar(console) as progress:
+        task = progress.add_task("decoding", total=benchmark.count_units(config, workload))
+        outcome = session.run_point(config, models, workload, suite_info,
+                                    lambda label, n: progress.update(task, advance=n, description=label))
+    report_run(config, outcome.path, outcome.recorder, console, format)
 
 
-def _progress(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
     return Progress(
         TextColumn("{task.description:>14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TimeRemainingColumn(), console=console, transient=True,
     )
 
 
-def _report(config: RunConfig, path, recorder, console: Console, format: str) -> None:
+def report_run(config: RunConfig, path, recorder, console: Console, format: str) -> None:
     import pandas as pd
 
     from ssdbench.report.render import exactness_line, print_summary

@@ -32,9 +32,9 @@ def row_sampling(config: RunConfig, num_rows: int, *, draft: bool, device) -> Ro
     return RowSampling.from_params([params] * num_rows, device=device)
 
 
-def build_proposer(method: str, engine: str, models: ModelSet, num_rows: int, generator: torch.Generator | None):
+def build_proposer(config: RunConfig, method: str, engine: str, models: ModelSet, num_rows: int,
+                   generator: torch.Generator | None):
     """None for `ar`; the draft model or n-gram lookup for `sd`."""
-    config = models.config
     if method == "ar":
         return None
     if config.draft == NGRAM:

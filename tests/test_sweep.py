@@ -1,0 +1,75 @@
+"""`ssdbench sweep`: one run per grid point, models loaded once, resumable after an interruption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli_fixtures import save_tiny_model
+from ssdbench.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
+
+
+def sweep(target: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["sweep", "--target", str(target), "--suite", "smoke", "--num-prompts", "2",
+                               "--max-new-tokens", "5", "--no-chat-template", "--batch-sizes", "1,2", "--k", "2,3",
+                               "--methods", "ar,sd", "--out", str(out), *extra])
+
+
+def test_sweep_runs_every_point_once_and_loads_models_once(tiny_target, tmp_path, monkeypatch):
+    import ssdbench.models.llama as llama
+
+    built = []
+    original = llama.build_native_model
+    monkeypatch.setattr(llama, "build_native_model", lambda *a, **k: built.append(k.get("weights")) or original(*a, **k))
+    result = sweep(tiny_target, tmp_path / "sw")
+    assert result.exit_code == 0, result.output
+    index = json.loads((tmp_path / "sw" / "index.json").read_text())
+    assert [p["status"] for p in index["points"]] == ["complete"] * 4
+    assert {p["name"] for p in index["points"]} == {"b1-t0-k2", "b1-t0-k3", "b2-t0-k2", "b2-t0-k3"}
+    assert sorted(built) == ["fp32", "int8"]  # target and its int8 draft, once each for the whole sweep
+    assert "Pareto" in result.output and "★" in result.output
+
+
+def test_sweep_resumes_after_an_interruption(tiny_target, tmp_path, monkeypatch):
+    import ssdbench.session as session
+
+    out = tmp_path / "sw"
+    original = session.execute
+    calls = []
+
+    def interrupt_third(config, *args, **kwargs):  # Ctrl-C in the middle of the third point
+        calls.append(config.out.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(config, *args, **kwargs)
+
+    monkeypatch.setattr(session, "execute", interrupt_third)
+    assert sweep(tiny_target, out).exit_code != 0
+    assert json.loads((out / calls[2] / "manifest.json").read_text())["status"] == "interrupted"
+    done = {p: (out / p / "manifest.json").read_bytes() for p in calls[:2]}
+    monkeypatch.setattr(session, "execute", original)
+    result = sweep(tiny_target, out)
+    assert result.exit_code == 0, result.output
+    assert "2 point(s) were already complete" in result.output
+    assert {p: (out / p / "manifest.json").read_bytes() for p in calls[:2]} == done  # kept, not re-run
+    index = json.loads((out / "index.json").read_text())
+    assert [p["status"] for p in index["points"]] == ["complete"] * 4
+    assert (out / f"{calls[2]}.unfinished-1" / "manifest.json").is_file()  # the interrupted try, kept aside
+
+
+def test_sweep_refuses_a_folder_that_is_not_a_sweep(tiny_target, tmp_path):
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "something").write_text("x")
+    result = sweep(tiny_target, out)
+    assert result.exit_code == 2 and "not a sweep" in result.output
