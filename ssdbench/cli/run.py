@@ -112,4 +112,16 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
              f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")
     print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd)
+    _print_model_check(path, console)
     console.print(f"Records: {path}")
+
+
+def _print_model_check(path, console: Console) -> None:
+    """The formulas' prediction beside the measurement, from the records just written."""
+    from ssdbench.projection import check_rows, measure_run
+    from ssdbench.records.reader import load_run
+    from ssdbench.report.render import model_check_table
+
+    rows = check_rows(measure_run(load_run(path)))
+    if any(row["label"] != "ar" for row in rows) and any(row["label"] == "ar" for row in rows):
+        console.print(model_check_table(rows))

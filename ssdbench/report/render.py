@@ -70,3 +70,19 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     if ssd is not None and not ssd.empty:
         console.print(ssd_table(ssd))
     console.print(exactness_line(summary, greedy=greedy))
+
+
+def model_check_table(rows: list[dict]) -> Table:
+    """DESIGN 4.6's formulas (Theorem 7 for ssd) fed this run's acceptance, hit rate and round costs."""
+    table = Table(title="Speedup predicted from measured acceptance, hits and costs vs measured (gap > 15% flagged)",
+                  title_justify="left")
+    for name in ("method", "K", "accept/token", "hit rate", "predicted", "measured", "gap"):
+        table.add_column(name, justify="left" if name == "method" else "right")
+    for row in rows:
+        if row["label"] == "ar":
+            continue
+        flag = " !" if row["is_flagged"] else ""
+        table.add_row(row["label"], str(row["k"]), _num(row["a"], "{:.3f}"), _num(row["hit_rate"], "{:.1%}"),
+                      _num(row["speedup_predicted"], "{:.2f}×"), _num(row["speedup_measured"], "{:.2f}×"),
+                      _num(row["gap"], "{:+.0%}") + flag)
+    return table
