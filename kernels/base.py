@@ -27,11 +27,15 @@ class AttentionBackend(ABC):
         q: torch.Tensor,  # [B, H, T, D]
         k: torch.Tensor,  # [B, Hkv, S, D]
         v: torch.Tensor,  # [B, Hkv, S, D]
-        mask: torch.Tensor,  # [B, 1, T, S] bool, True = may attend
+        mask: torch.Tensor | None,  # [B, 1, T, S] bool, True = may attend; None = every slot
         *,
         scale: float,
     ) -> torch.Tensor:  # [B, H, T, D]
-        """Attend each query to the slots its mask row allows; H is a multiple of Hkv."""
+        """Attend each query to the slots its mask row allows; H is a multiple of Hkv.
+
+        Every query must see at least one slot. The model passes mask=None when all S
+        slots are visible to every query (a one-token step of a single chain).
+        """
 
     def check(self, *, device: torch.device, dtype: torch.dtype) -> None:
         """Raise UsageError when this backend cannot run on `device` with `dtype`."""

@@ -50,7 +50,10 @@ class FlashBackend(AttentionBackend):
 
     def attend(self, q, k, v, mask, *, scale):
         # A chain row's last query sees exactly slots [0, L): L = its mask row's count.
-        seqlens = mask[:, 0, -1].sum(-1, dtype=torch.int32)  # [B]
+        if mask is None:
+            seqlens = torch.full((q.shape[0],), k.shape[2], dtype=torch.int32, device=q.device)  # [B]
+        else:
+            seqlens = mask[:, 0, -1].sum(-1, dtype=torch.int32)  # [B]
         out = self._kernel(
             q.transpose(1, 2),  # [B, T, H, D]
             k.transpose(1, 2),  # [B, S, Hkv, D] view; flash only needs the last dim contiguous

@@ -94,8 +94,16 @@ def test_acceptance_length_is_compared_exactly_at_a_fixed_seed(tmp_path):
 def test_acceptance_under_sampling_with_other_seeds_uses_the_bootstrap(tmp_path):
     base = write_run(tmp_path / "b", [Variant("sd", 100.0, accepted=(3, 1))], temperature=0.7, seed=0)
     cand = write_run(tmp_path / "c", [Variant("sd", 100.0, accepted=(3, 1))], temperature=0.7, seed=100)
+    for text in ("acceptance_length:-2%", "acceptance_length:exact"):
+        found = verdicts(base, cand, text)
+        assert found[0].status == PASS and "95% CI" in found[0].detail, found[0].detail
+
+
+def test_acceptance_drop_under_sampling_fails_when_the_whole_interval_is_beyond(tmp_path):
+    base = write_run(tmp_path / "b", [Variant("sd", 100.0, accepted=(3, 2))], temperature=0.7, seed=0)
+    cand = write_run(tmp_path / "c", [Variant("sd", 100.0, accepted=(1,))], temperature=0.7, seed=100)
     found = verdicts(base, cand, "acceptance_length:-2%")
-    assert found[0].status == PASS and "95% CI" in found[0].detail
+    assert found[0].status == FAIL and "95% CI" in found[0].detail
 
 
 def test_outputs_match_fails_on_changed_outputs_and_is_na_when_sampled(tmp_path):
@@ -160,3 +168,24 @@ def test_two_runs_without_baseline_gate_the_second_against_the_first(tmp_path):
 
     payload = json.loads(result.stdout)
     assert payload["gate"]["exit_code"] == 1 and {c["status"] for c in payload["gate"]["checks"]} == {FAIL}
+
+
+def test_real_runs_gate_on_deterministic_metrics(tmp_path):
+    """Two identical real runs of a tiny model pass the exact gate; a different K changes acceptance."""
+    from cli_fixtures import save_tiny_model
+
+    target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
+
+    def run(out: str, *extra: str):
+        args = ["run", "--target", str(target), "--suite", "smoke", "--num-prompts", "3", "--max-new-tokens", "12",
+                "--no-chat-template", "--methods", "ar,sd", "--out", str(tmp_path / out), *extra]
+        assert runner.invoke(app, args).exit_code == 0
+        return str(tmp_path / out)
+
+    base, again, other_k = run("base", "--k", "3"), run("again", "--k", "3"), run("k2", "--k", "2")
+    fail_on = ["--fail-on", "outputs_match:false,acceptance_length:exact"]
+    result = gate("--baseline", base, again, *fail_on)
+    assert result.exit_code == 0 and "gate passed" in result.output, result.output
+    result = gate("--baseline", base, other_k, *fail_on)
+    assert result.exit_code == 1 and "FAIL acceptance_length:exact" in result.output, result.output
+    assert "settings differ from run 0's: k 3 → 2" in result.output

@@ -61,11 +61,12 @@ class OnednnLinear(MatmulLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
         w = weight.to(dtype=dtype).contiguous()  # [out, in]
         self.packed = torch.ops.mkldnn._reorder_linear_weight(w, ONEDNN_BATCH_HINT)  # opaque, [out, in]
+        self._op = torch.ops.mkldnn._linear_pointwise.default  # the overload itself: ~5 us less per call
         self.bias = None if bias is None else bias.to(dtype=dtype)  # [out]
         self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * dtype.itemsize
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return self._op(x, self.packed, self.bias, "none", [], "")
 
 
 def dense_linear_class(kernel: str, device, dtype: torch.dtype) -> type[MatmulLinear]:
@@ -165,10 +166,13 @@ class NativeCausalLM:
             raise UsageError(f"attention backend {self.backend_name!r} cannot take custom masks; use 'sdpa'")
         return self.cache
 
-    def _visible(self, slots: torch.Tensor, attn_mask: torch.Tensor | None) -> tuple[int, torch.Tensor]:
-        """Slots to attend over (the highest written or visible one + 1) and the mask [B, 1, T, span]."""
+    def _visible(self, slots: torch.Tensor, attn_mask: torch.Tensor | None) -> tuple[int, torch.Tensor | None]:
+        """Slots to attend over (the highest written or visible one + 1) and the mask [B, 1, T, span]
+        (None when it would be all True)."""
         if attn_mask is None:
             span = int(slots.max()) + 1
+            if slots.shape == (1, 1):  # one query of one chain sees every slot up to its own
+                return span, None
             mask = torch.arange(span, device=slots.device) <= slots[..., None]  # [B, T, span]
             return span, mask[:, None]
         visible = attn_mask.flatten(0, 1).any(0)  # [S_max]

@@ -136,10 +136,11 @@ def _ratio_ci(num_b: np.ndarray, den_b: np.ndarray, num_c: np.ndarray, den_c: np
 
 
 def _interval_verdict(check: Check, estimate: float, low: float, high: float, n: int, *, min_pairs: int) -> tuple[str, str]:
-    numbers = f"×{estimate:.3f} [95% CI {low:.3f}–{high:.3f}] over {n} pairs, limit ×{check.limit:.3f}"
+    limit = 1.0 if check.limit is None else check.limit  # "exact" on a metric that is random here: no change
+    numbers = f"×{estimate:.3f} [95% CI {low:.3f}–{high:.3f}] over {n} pairs, limit ×{limit:.3f}"
     if n < min_pairs or not np.isfinite([estimate, low, high]).all():
         return INSUFFICIENT, f"{numbers}: fewer than {min_pairs} usable pairs, cannot tell a regression from noise"
-    beyond = (lambda x: x < check.limit) if check.metric.is_higher_better else (lambda x: x > check.limit)
+    beyond = (lambda x: x < limit) if check.metric.is_higher_better else (lambda x: x > limit)
     if beyond(low) and beyond(high):
         return FAIL, f"{numbers}: the whole interval is beyond the limit"
     return (NOISE if beyond(estimate) else PASS), numbers
