@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from ssdbench.errors import UsageError
+from ssdbench.kernels.linear import dense_linear_class
 from ssdbench.models.int8 import Int8DequantLinear, Int8PackLinear, int8_kernel_name
+from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.llama import build_native_model, build_random_model
 from ssdbench.models.shape import KNOWN_SHAPES, ModelShape, known_shape
 
@@ -45,6 +47,7 @@ def tiny_hf_model(kind: str = "llama", *, seed: int = 0, **extra):
 
 
 def native_of(hf_model, *, max_len: int = 64, batch_size: int = 1, **kwargs):
+    """The native twin of a transformers model, its cache allocated."""
     model = build_native_model(hf_model.config, hf_model.state_dict(), **kwargs)
     model.allocate(batch_size, max_len)
     return model
@@ -54,13 +57,14 @@ def chain(n: int, start: int = 0, batch: int = 1) -> torch.Tensor:
     return torch.arange(start, start + n).expand(batch, n)  # [B, n]
 
 
-def assert_native_matches_hf(hf_model, tokens: torch.Tensor, *, atol: float = 1e-4, chunk: int = 1) -> None:
+def assert_native_matches_hf(hf_model, tokens: torch.Tensor, *, atol: float = 1e-4, chunk: int = 1,
+                             **build) -> None:
     """Parity helper (also for real checkpoints such as SmolLM2): full prefill, then prefill of half
     the tokens and `chunk` tokens per step, against transformers' full forward on the same weights."""
     b, t = tokens.shape
     with torch.inference_mode():
         want = hf_model(tokens).logits.float()  # [B, T, V]
-    model = native_of(hf_model, max_len=t + 4, batch_size=b)
+    model = native_of(hf_model, max_len=t + 4, batch_size=b, **build)
     torch.testing.assert_close(model.forward(tokens, chain(t, batch=b)), want, atol=atol, rtol=1e-4)
     model.allocate(b, t + 4)
     half = t // 2
@@ -78,6 +82,46 @@ def test_matches_transformers_prefill_and_incremental(variant):
     tokens = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(1))  # [B, T]
     assert_native_matches_hf(hf, tokens, chunk=1)
     assert_native_matches_hf(hf, tokens, chunk=3)
+
+
+def test_matmul_linear_kernel_matches_transformers_too():
+    hf = tiny_hf_model("qwen2")
+    tokens = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(6))  # [B, T]
+    assert_native_matches_hf(hf, tokens, chunk=4, linear_kernel="matmul")
+    assert native_of(hf, linear_kernel="matmul").describe()["linear_kernel"] == "matmul"
+
+
+def test_bf16_model_is_close_to_fp32():
+    hf = tiny_hf_model("llama")
+    tokens = torch.randint(0, 97, (1, 16), generator=torch.Generator().manual_seed(7))  # [B, T]
+    fp32 = native_of(hf).forward(tokens, chain(16))
+    bf16 = native_of(hf, dtype=torch.bfloat16).forward(tokens, chain(16))
+    assert bf16.dtype == torch.float32
+    assert ((bf16 - fp32).abs() / fp32.std()).mean() < 0.03
+
+
+def test_linear_kernel_choice_and_errors():
+    assert dense_linear_class("auto", "cpu", torch.float32).name in ("onednn", "matmul")
+    assert dense_linear_class("auto", "cpu", torch.float16).name == "matmul"
+    assert dense_linear_class("auto", "cuda", torch.bfloat16).name == "matmul"
+    with pytest.raises(UsageError, match="needs a CPU"):
+        dense_linear_class("onednn", "cuda", torch.float32)
+    with pytest.raises(UsageError, match="unknown linear kernel"):
+        dense_linear_class("mkl", "cpu", torch.float32)
+
+
+def test_cache_writes_each_row_at_its_own_slots():
+    cache = StaticKVCache(num_layers=2, batch_size=2, num_kv_heads=3, max_len=8, head_dim=4)
+    k_new = torch.randn(2, 3, 2, 4)  # [B, Hkv, T, D]
+    slots = torch.tensor([[1, 2], [5, 0]])  # [B, T]
+    cache.write(1, cache.slot_index(slots), k_new, -k_new)
+    k, v = cache.read(1, 8)  # [B, Hkv, S, D]
+    torch.testing.assert_close(k[0, :, 1:3], k_new[0])
+    torch.testing.assert_close(k[1, :, 5], k_new[1, :, 0])
+    torch.testing.assert_close(v[1, :, 0], -k_new[1, :, 1])
+    assert k[0, :, [0, 3, 4, 5, 6, 7]].abs().sum() == 0 and cache.k[0].abs().sum() == 0
+    cache.copy_slots(1, torch.tensor([5, 0]), torch.tensor([6, 7]))
+    torch.testing.assert_close(cache.k[1, 1, :, 6:8], k_new[1])  # slot 5 held column 0, slot 0 column 1
 
 
 def test_llama3_rope_frequencies_equal_transformers():
@@ -220,6 +264,11 @@ def test_clear_errors_for_bad_weights_and_use():
     model = build_native_model(hf.config, hf.state_dict())
     with pytest.raises(UsageError, match="before allocate"):
         model.forward(torch.tensor([[1]]), chain(1))
+    model.allocate(1, 8)
+    model.backend = type("ChainOnly", (type(model.backend),), {"supports_tree_masks": False})()
+    model.backend_name = "chain-only"
+    with pytest.raises(UsageError, match="cannot take custom masks"):
+        model.forward(torch.tensor([[1]]), chain(1), attn_mask=torch.ones(1, 1, 8, dtype=torch.bool))
 
 
 @pytest.mark.slow

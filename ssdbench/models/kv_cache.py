@@ -55,3 +55,8 @@ class StaticKVCache:
     def read(self, layer: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views of slots [0, span) of one layer: k, v [B, Hkv, span, D]."""
         return self.k[layer, :, :, :span], self.v[layer, :, :, :span]
+
+    def copy_slots(self, row: int, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """In every layer, copy row `row`'s K/V at slots src [N] to slots dst [N] (e.g. a hit branch onto the main line)."""
+        self.k[:, row, :, dst] = self.k[:, row, :, src]
+        self.v[:, row, :, dst] = self.v[:, row, :, src]

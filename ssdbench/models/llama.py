@@ -1,9 +1,9 @@
 """The native Llama-family decoder: Llama 3.x, SmolLM2, Qwen2/2.5 (qkv bias), Qwen3 (qk norm).
 
-Laid out for memory-bound decoding on CPU and GPU alike: every projection stored
-transposed and contiguous [in, out] and applied as `x @ w_t` (twice F.linear's bandwidth
-on a 1-row input on CPU), q/k/v fused into one matrix and gate/up into another, a
-separate transposed lm_head even when tied, RoPE tables gathered by logical position.
+Laid out for memory-bound decoding: q/k/v fused into one projection and gate/up into
+another, a separate lm_head even when tied, RoPE tables gathered by logical position.
+Projections are dense kernels from ssdbench.kernels.linear (oneDNN-packed weights on CPU,
+transposed `x @ w_t` elsewhere) or weight-only int8 (int8.py).
 The KV cache is static and slot-indexed (kv_cache.py); attention goes through a
 pluggable backend (ssdbench.kernels) with an explicit boolean mask, so the same forward
 runs a causal chain, a batch of rows of different lengths, or SSD's draft tree.
@@ -19,65 +19,13 @@ import torch.nn.functional as F
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
+from ssdbench.kernels.linear import dense_linear_class
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.int8 import make_int8_linear
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
 WEIGHT_FORMATS = ("fp32", "int8")
-
-
-LINEAR_KERNELS = ("auto", "onednn", "matmul")
-ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
-
-
-class MatmulLinear:
-    """y = x @ w_t (+ b), the weight stored transposed and contiguous, w_t [in, out]: any device."""
-
-    name = "matmul"
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
-        self.w_t = weight.to(device=device, dtype=dtype).t().contiguous()  # [in, out]
-        self.bias = None if bias is None else bias.to(device=device, dtype=dtype)  # [out]
-        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * dtype.itemsize
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        y = x @ self.w_t
-        if self.bias is not None:
-            y += self.bias
-        return y
-
-    def nbytes(self) -> int:
-        return self.num_bytes
-
-
-class OnednnLinear(MatmulLinear):
-    """CPU: the weight pre-packed once by oneDNN. Unlike MKL's sgemm, which repacks the weight on
-    every call with 2-16 rows, a verify over K+1 tokens then costs about what one token does,
-    and each row's result does not depend on how many rows share the call."""
-
-    name = "onednn"
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
-        w = weight.to(dtype=dtype).contiguous()  # [out, in]
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(w, ONEDNN_BATCH_HINT)  # opaque, [out, in]
-        self._op = torch.ops.mkldnn._linear_pointwise.default  # the overload itself: ~5 us less per call
-        self.bias = None if bias is None else bias.to(dtype=dtype)  # [out]
-        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * dtype.itemsize
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        return self._op(x, self.packed, self.bias, "none", [], "")
-
-
-def dense_linear_class(kernel: str, device, dtype: torch.dtype) -> type[MatmulLinear]:
-    """The dense kernel: "auto" is oneDNN on CPU (fp32/bf16) where torch has it, else matmul."""
-    if kernel not in LINEAR_KERNELS:
-        raise UsageError(f"unknown linear kernel {kernel!r}: known: {', '.join(LINEAR_KERNELS)}")
-    onednn_ok = (torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
-                 and dtype in (torch.float32, torch.bfloat16))
-    if kernel == "onednn" and not onednn_ok:
-        raise UsageError(f"linear kernel 'onednn' needs a CPU with oneDNN and fp32/bf16, not {device} {dtype}")
-    return OnednnLinear if kernel != "matmul" and onednn_ok else MatmulLinear
 
 
 @dataclass
