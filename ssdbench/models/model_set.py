@@ -109,7 +109,7 @@ class ModelSet:
 
     def _build(self, source, engine: str, *, int8: bool):
         if engine == "hf":
-            from ssdbench.models.hf_engine import HfCausalLM, quantize_hf_int8
+            from ssdbench.models.hf_engine import HfCausalLM
 
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
