@@ -44,14 +44,20 @@ def test_run_writes_complete_records_and_a_table(tiny_target, tmp_path):
     assert pq.read_table(out / "gpu.parquet").num_rows == 0 and "no GPU" in manifest["gpu_telemetry"]
 
 
-def test_json_format_and_both_engines(tiny_target, tmp_path):
-    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--engine", "native,hf", "--draft", "ngram",
-                                "--format", "json"))
+@pytest.mark.parametrize("draft", ["ngram", "other-model"])
+def test_json_format_and_both_engines(tiny_target, tmp_path, draft):
+    """transformers' model code under the same loop: rejected drafts are cropped from its cache."""
+    draft_spec = "ngram" if draft == "ngram" else str(save_tiny_model(tmp_path / "draft", vocab=64, seed=5))
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--engine", "native,hf", "--draft", draft_spec,
+                                "--max-new-tokens", "12", "--format", "json"))
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout.strip().splitlines()[-1])
     labels = {row["label"] for row in payload["summary"]}
     assert labels == {"ar", "sd", "ar@hf", "sd@hf"}
     assert all(row["outputs_match"] == 1.0 for row in payload["summary"])
+    if draft == "other-model":  # an unrelated draft is rejected often: the crop path really ran
+        sd_hf = next(row for row in payload["summary"] if row["label"] == "sd@hf")
+        assert sd_hf["draft_acceptance_rate"] < 1.0
 
 
 def _one_line_error(result, *fragments: str) -> None:

@@ -20,5 +20,14 @@ def reports_errors(command):
                 raise
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
+        except (typer.Exit, KeyboardInterrupt):
+            raise
+        except Exception as err:  # a bug, not the user's input: still one line, and how to see more
+            if os.environ.get("SSDBENCH_DEBUG"):
+                raise
+            message = " ".join(str(err).split())
+            typer.echo(f"error: internal error: {type(err).__name__}: {message} "
+                       "(any run directory in use was marked failed; SSDBENCH_DEBUG=1 shows the traceback)", err=True)
+            raise typer.Exit(1) from None
 
     return wrapper

@@ -31,8 +31,9 @@ class HfCausalLM:
         rows = []
         for b, cache in enumerate(self._caches):
             start = int(positions[b, 0])
-            if cache.get_seq_length() > start:
-                cache.crop(start)
+            excess = cache.get_seq_length() - start
+            if excess > 0:  # drop rejected drafts and padding (transformers 5: crop takes a negative count)
+                cache.crop(-excess)
             out = self.model(
                 input_ids=tokens[b : b + 1], position_ids=positions[b : b + 1], use_cache=True, **{self._cache_kwarg: cache}
             )
