@@ -86,13 +86,15 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     if config.threads:
         torch.set_num_threads(config.threads)
     recorder = Recorder(run_id=writer.manifest["run_id"])
+    bandwidth = _measure_bandwidth(models.device)
     sampler = GpuSampler(_gpu_roles(config.device))
     with sampler:
         run_all(config, models, workload, recorder, advance)
     telemetry = sampler.unavailable_reason or "sampled"
     if not sampler.rows and torch.device(config.device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {config.device}"
-    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload)}
+    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload),
+             "memory_read_bandwidth_gbs": bandwidth, "target_weight_bytes_per_forward": _weight_bytes(models)}
     if recorder.events and config.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None
@@ -153,3 +155,20 @@ def run_point(config: RunConfig, models: ModelSet, workload: Workload, suite_inf
     with RunWriter.create(path, run_id, base_manifest(config, models, suite_info)) as writer:
         recorder = execute(config, writer, models, workload, advance)
     return RunOutcome(path=writer.path, manifest=writer.manifest, recorder=recorder)
+
+
+def _measure_bandwidth(device: str) -> float | None:
+    """This machine's read bandwidth (GB/s), measured once per process, for the MBU column."""
+    from ssdbench.profiling.bandwidth import measure_read_bandwidth_gbs
+
+    try:
+        return measure_read_bandwidth_gbs(torch.device(device).type)
+    except (RuntimeError, ValueError):
+        return None
+
+
+def _weight_bytes(models: ModelSet) -> int | None:
+    """Bytes of target weights one forward reads (from the native engine's own layout)."""
+    if "native" not in models.config.engines:
+        return None
+    return int(models.target("native").weight_bytes_per_forward())

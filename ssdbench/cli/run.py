@@ -99,8 +99,15 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
 
     from ssdbench.report.ssd_summary import ssd_overview
 
-    steps = pd.DataFrame(recorder.steps)
-    summary = summarize(pd.DataFrame(recorder.requests), steps)
+    from ssdbench.records.reader import read_manifest
+    from ssdbench.report.bandwidth_use import target_mbu
+
+    steps, requests = pd.DataFrame(recorder.steps), pd.DataFrame(recorder.requests)
+    summary = summarize(requests, steps)
+    manifest = read_manifest(path)
+    mbu = target_mbu(requests, weight_bytes=manifest.get("target_weight_bytes_per_forward"),
+                     bandwidth_gbs=manifest.get("memory_read_bandwidth_gbs"))
+    summary["target_mbu"] = summary["label"].map(mbu).astype(float)
     ssd = ssd_overview(steps) if "ssd" in config.methods else None
     greedy = config.temperature == 0
     if format == "json":
@@ -112,6 +119,9 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
              f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")
     print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd)
+    if manifest.get("memory_read_bandwidth_gbs"):
+        console.print(f"target MBU: target weight bytes per forward × forwards/s ÷ measured read bandwidth "
+                      f"({manifest['memory_read_bandwidth_gbs']:.1f} GB/s on {torch_device_name(config)}).")
     _print_model_check(path, console)
     console.print(f"Records: {path}")
 
@@ -125,3 +135,7 @@ def _print_model_check(path, console: Console) -> None:
     rows = check_rows(measure_run(load_run(path)))
     if any(row["label"] != "ar" for row in rows) and any(row["label"] == "ar" for row in rows):
         console.print(model_check_table(rows))
+
+
+def torch_device_name(config: RunConfig) -> str:
+    return config.target_device or config.device

@@ -23,16 +23,19 @@ def _speedup_cells(row: pd.Series) -> tuple[str, str]:
 
 def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for name in ("method", "requests", "new tokens", "decode tok/s p50", "speedup vs ar", "95% CI",
-                 "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"):
+    has_mbu = "target_mbu" in summary.columns
+    names = ["method", "requests", "new tokens", "decode tok/s p50", "speedup vs ar", "95% CI",
+             "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else [])
+    for name in names:
         table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     for _, row in summary.iterrows():
-        table.add_row(
+        cells = [
             row["label"], str(row["num_requests"]), str(row["new_tokens"]),
             _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row),
             _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
             _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
-        )
+        ]
+        table.add_row(*cells, *([_num(row["target_mbu"], "{:.0%}")] if has_mbu else []))
     return table
 
 

@@ -1,0 +1,57 @@
+"""Known-answer tests for the run summaries added beside the main table: MBU, SSD overview, Pareto."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ssdbench.report.bandwidth_use import target_mbu
+from ssdbench.report.pareto import mark_pareto, throughput_latency
+from ssdbench.report.ssd_summary import ssd_overview
+
+
+def _requests(method: str, engine: str, rounds: list[int], decode_ms: list[float], new_tokens: list[int]) -> pd.DataFrame:
+    n = len(rounds)
+    return pd.DataFrame({"method": [method] * n, "engine": [engine] * n, "rounds": rounds, "decode_ms": decode_ms,
+                         "new_tokens": new_tokens, "request_idx": list(range(n)), "repeat": [0] * n})
+
+
+def test_target_mbu_is_bytes_times_forwards_per_second_over_bandwidth():
+    requests = pd.concat([_requests("ar", "native", [10, 20], [2000.0, 2000.0], [11, 21]),
+                          _requests("hf-generate", "transformers", [0], [1000.0], [6]),
+                          _requests("hf-assisted", "transformers", [0], [1000.0], [6])])
+    mbu = target_mbu(requests, weight_bytes=1e9, bandwidth_gbs=10.0)
+    assert math.isclose(mbu["ar"], 0.75)  # median of 5 and 10 forwards/s x 1 GB / 10 GB/s
+    assert math.isclose(mbu["hf-generate"], 0.5)  # one forward per token after the first
+    assert math.isnan(mbu["hf-assisted"])
+    assert target_mbu(requests, weight_bytes=None, bandwidth_gbs=10.0) == {}
+
+
+def test_ssd_overview_counts_hits_waits_and_overlap():
+    steps = pd.DataFrame({
+        "method": ["ssd"] * 4, "engine": ["native"] * 4, "repeat": [0] * 4, "t_start_ns": [1, 1, 2, 3],
+        "cache_hit": [True, False, True, True], "emitted": [3, 1, 4, 2], "backup": [None, "jit", None, None],
+        "fan_out_total": [4, 4, 6, 6], "wait_ms": [10.0, 10.0, 0.0, 30.0], "draft_ms": [40.0, 40.0, 20.0, 40.0],
+        "step_ms": [100.0, 100.0, 50.0, 150.0],
+    })
+    row = ssd_overview(steps).iloc[0]
+    assert row["cache_hit_rate"] == 0.75
+    assert row["acceptance_length_hit"] == 3.0 and row["acceptance_length_miss"] == 1.0
+    assert math.isclose(row["wait_share"], 40 / 300)  # rounds counted once, not once per row
+    assert math.isclose(row["overlap_share"], (100 - 40) / 100)
+    assert row["backups"] == "jit 1"
+
+
+def test_pareto_frontier_per_method():
+    points = pd.DataFrame({"method": ["ar", "ar", "ar", "sd"], "label": ["ar"] * 3 + ["sd"],
+                           "throughput_tokens_per_s": [10.0, 20.0, 15.0, 5.0], "latency_ms_p50": [100.0, 200.0, 300.0, 900.0]})
+    frontier = mark_pareto(points)
+    assert frontier["on_frontier"].tolist() == [True, True, False, True]
+
+
+def test_throughput_counts_a_batch_once_at_its_longest_row():
+    requests = _requests("ar", "native", [5, 5, 5, 5], [1000.0, 2000.0, 1000.0, 1000.0], [11, 11, 11, 11])
+    row = throughput_latency(requests, batch_size=2).iloc[0]
+    assert math.isclose(row["throughput_tokens_per_s"], 40 / 3.0)  # 40 tokens over batches of 2 s and 1 s
+    assert row["latency_ms_p50"] == 1000.0
