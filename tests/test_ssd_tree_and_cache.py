@@ -66,3 +66,34 @@ def test_kv_caches_equal_a_fresh_prefill_after_hits_and_misses():
         assert m >= len(committed) - 4  # the draft's main line trails by at most one round
         assert torch.allclose(draft_k[:, b, :, :m], k_ref, atol=1e-5)
         assert torch.allclose(draft_v[:, b, :, :m], v_ref, atol=1e-5)
+
+
+class AlternatingModes:
+    """Stands in for `auto`'s measured choice: two builds with a tree, two without, and so on."""
+
+    def __init__(self) -> None:
+        self.builds = 0
+
+    @property
+    def mode(self) -> str:
+        self.builds += 1
+        return "sync" if (self.builds // 2) % 2 else "tree"
+
+    def note(self, tokens, period_ms) -> None:
+        pass
+
+
+def test_switching_between_tree_and_sync_modes_stays_exact_and_consistent():
+    target, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
+    ar, _ = decode(target, None, PROMPTS, max_new_tokens=24, k=0)
+    proposer = ssd_local(draft, k=3, num_rows=2, fan_out="2", backup="jit")
+    proposer.speculator.chooser = AlternatingModes()
+    batch, steps = decode(target, proposer, PROMPTS, max_new_tokens=24, k=3)
+    assert [r.output_ids for r in batch.rows] == [r.output_ids for r in ar.rows]
+    assert any(s.cache_hit for s in steps) and any(s.fan_out_total == 0 for s in steps)  # both modes ran
+    draft_k = draft.cache.k.clone()
+    for b, row in enumerate(proposer.speculator.rows):
+        valid = row.main_valid
+        assert valid >= len(row.history) - 4
+        k_ref, _ = fresh_prefill_kv(draft, row.history[:valid])
+        assert torch.allclose(draft_k[:, b, :, :valid], k_ref, atol=1e-5)

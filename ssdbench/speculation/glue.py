@@ -24,11 +24,14 @@ class GluePlan:
     start: int  # the position of chunk[0]
     known_logits: torch.Tensor | None  # [j, V] distributions already computed, before the chunk's
     copy_slots: tuple[list[int], list[int]] | None = None  # (tree slots, main-line slots) to copy K/V
+    fork_rows: int = 0  # full plans: how many trailing rows (t, y_1..y_d) the fork branches on
 
 
-def full_plan(history: list[int], returned: list[int]) -> GluePlan:
-    """Forward [t, y_1..y_d] from the pending token's position."""
-    return GluePlan(chunk=[history[-1]] + returned, start=len(history) - 1, known_logits=None)
+def full_plan(history: list[int], returned: list[int], main_valid: int) -> GluePlan:
+    """Forward what the main line lacks: history[main_valid:] (ending with t), then y_1..y_d."""
+    main_valid = min(main_valid, len(history) - 1)
+    return GluePlan(chunk=history[main_valid:] + returned, start=main_valid, known_logits=None,
+                    fork_rows=len(returned) + 1)
 
 
 def reuse_plan(history: list[int], returned: list[int], known_logits: torch.Tensor,
@@ -60,5 +63,8 @@ def run_glue(draft, plans: list[GluePlan | None], idle_starts: list[int]) -> lis
             out.append(None)
             continue
         fresh = logits[b, : len(plan.chunk)]  # [len, V]
-        out.append(fresh if plan.known_logits is None else torch.cat([plan.known_logits, fresh[-1:]]))
+        if plan.known_logits is None:  # the fork needs the rows after t, y_1..y_d: the chunk's last d+1
+            out.append(fresh[-plan.fork_rows :])
+        else:
+            out.append(torch.cat([plan.known_logits, fresh[-1:]]))
     return out

@@ -81,11 +81,12 @@ def _record_to(box: mb.Mailbox):
 def _loop(box: mb.Mailbox, speculator) -> None:
     parent = multiprocessing.parent_process()
     is_alive = parent.is_alive if parent is not None else (lambda: True)
-    answered, last_answer_ns, build_ms = 0, None, 0.0
+    answered, last_answer_ns, last_request_ns, build_ms = 0, None, None, 0.0
     while True:
         if not box.wait_for(mb.REQ_SEQ, answered + 1, is_alive=is_alive):
             return  # the verifier is gone
-        seq = answered + 1
+        seq, now_ns = answered + 1, time.perf_counter_ns()
+        period_ms = None if last_request_ns is None else (now_ns - last_request_ns) / 1e6
         if last_answer_ns is not None:
             speculator.costs.note_round((time.perf_counter_ns() - last_answer_ns) / 1e6)
         kind = int(box.ctrl[mb.REQ_KIND])
@@ -94,10 +95,10 @@ def _loop(box: mb.Mailbox, speculator) -> None:
             return
         if kind == mb.KIND_BATCH:
             _start_batch(box, speculator)
-            last_answer_ns = None
+            last_answer_ns = last_request_ns = None
         else:
-            answer_start_ns = time.time_ns()
-            _answer_round(box, speculator, build_ms)
+            answer_start_ns, last_request_ns = time.time_ns(), now_ns
+            _answer_round(box, speculator, build_ms, period_ms)
             last_answer_ns = time.perf_counter_ns()
             box.record_event("answer", answer_start_ns, time.time_ns())
         box.post_response(seq)
@@ -118,10 +119,10 @@ def _start_batch(box: mb.Mailbox, speculator) -> None:
     speculator.start_batch(prompts, sampling, max_len=int(box.ctrl[mb.MAX_LEN]))
 
 
-def _answer_round(box: mb.Mailbox, speculator, build_ms: float) -> None:
+def _answer_round(box: mb.Mailbox, speculator, build_ms: float, period_ms: float | None) -> None:
     num_rows = int(box.ctrl[mb.NUM_ROWS])
     outcomes = [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
-    answer = speculator.answer(outcomes)
+    answer = speculator.answer(outcomes, period_ms=period_ms)
     box.tokens[:num_rows] = answer.tokens
     meta = [[d, int(h), BACKUP_CODES[bk], f] for d, h, bk, f in zip(answer.depth, answer.hit, answer.backup, answer.fan_out)]
     box.meta[:num_rows] = torch.tensor(meta, dtype=torch.int64)

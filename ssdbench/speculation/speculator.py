@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ssdbench.sampling.params import RowSampling
+from ssdbench.decoding.ragged import forward_chunks, last_logits
 from ssdbench.speculation.backups import fast_proposal
 from ssdbench.speculation.cache import CachedProposal, SpeculationCache
 from ssdbench.speculation.costs import CostModel
@@ -20,6 +21,7 @@ from ssdbench.speculation.drafting import draw, repeat_rows
 from ssdbench.speculation.fan_out import FanOut
 from ssdbench.speculation.forking import fork_branches
 from ssdbench.speculation.glue import GluePlan, full_plan, reuse_plan, run_glue
+from ssdbench.speculation.mode import ModeChooser
 from ssdbench.speculation.tree import layout_tree
 
 
@@ -30,10 +32,21 @@ class DraftRow:
     active: bool = True
     missed: bool = True  # every new sequence misses its first round
     kind: str = "jit"  # how the last proposal was made: hit / jit / fast
+    main_tokens: list[int] = field(default_factory=list)  # exactly the tokens whose K/V the main line holds
 
     @property
     def pending_position(self) -> int:
         return len(self.history) - 1
+
+    @property
+    def main_valid(self) -> int:
+        """Leading history tokens the main line holds (the rest must be fed before drafting on)."""
+        n = 0
+        for a, b in zip(self.main_tokens, self.history):
+            if a != b:
+                break
+            n += 1
+        return n
 
 
 @dataclass
@@ -68,13 +81,14 @@ class Speculator:
         self._prefill_logits: torch.Tensor | None = None
         self._plans: list[GluePlan | None] = []
         self._tree_logits: list[torch.Tensor] = []
+        self.chooser = ModeChooser() if fan_out.auto else None  # tree while verifying, or sync (see mode.py)
         self.on_event = on_event or (lambda kind, start_ns, end_ns: None)  # the draft's timeline
 
     # ---- a new batch -------------------------------------------------------------------
     def start_batch(self, prompts: list[list[int]], sampling: RowSampling, *, max_len: int) -> None:
         """Prefill the prompts (while the target does the same), ready to fork on the first token."""
         start_ns = time.time_ns()
-        self.rows = [DraftRow(history=list(p)) for p in prompts]
+        self.rows = [DraftRow(history=list(p), main_tokens=list(p)) for p in prompts]
         self.sampling = sampling
         self.need_q = not sampling.all_greedy
         self.tree_base = max_len + self.k + 2
@@ -91,8 +105,15 @@ class Speculator:
         self.on_event("prefill", start_ns, time.time_ns())
 
     # ---- answering a round -------------------------------------------------------------
-    def answer(self, outcomes: list[tuple[bool, int, int]]) -> Answer:
-        """outcomes[b] = (active, accepted count k, bonus token t) of the previous round."""
+    def answer(self, outcomes: list[tuple[bool, int, int]], *, period_ms: float | None = None) -> Answer:
+        """outcomes[b] = (active, accepted count k, bonus token t) of the previous round.
+
+        period_ms: time since the previous request (the server measures it), for `auto`'s mode choice.
+        """
+        if self.chooser is not None and period_ms is not None:
+            tokens = sum(k + 1 for (active, k, _), row in zip(outcomes, self.rows) if active and row.returned)
+            self.chooser.note(tokens, period_ms)
+
         tokens = torch.zeros(len(self.rows), self.k, dtype=torch.int64)  # [B, K]
         q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size) if self.need_q else None  # [B, K, V]
         depth, hit, backup = [0] * len(self.rows), [False] * len(self.rows), [None] * len(self.rows)
@@ -117,7 +138,7 @@ class Speculator:
                 self._place(b, row_tokens, row_q, tokens, q, depth)
                 backup[b] = kind
                 row = self.rows[b]
-                self._plans[b] = full_plan(row.history, row_tokens) if known is None else reuse_plan(
+                self._plans[b] = full_plan(row.history, row_tokens, row.main_valid) if known is None else reuse_plan(
                     row.history, row_tokens, known, tree_slots=None)
         backup_ms = (time.perf_counter() - start) * 1e3
         if missing:
@@ -168,15 +189,21 @@ class Speculator:
         return [(fast_proposal(self.rows[b].history, lookahead=self.k, vocab_size=vocab, generator=self.generator), None, None)
                 for b in missing]
 
-    def _jit(self, missing: list[int]) -> list[tuple[list[int], torch.Tensor | None]]:
-        """Draft K tokens on the main line, as SD does (every row steps; only the missing rows' results are kept)."""
+    def _jit(self, missing: list[int]) -> list[tuple[list[int], torch.Tensor | None, torch.Tensor]]:
+        """Draft K tokens on the main line, as SD does: first feed what the main line lacks (ending
+        with the pending token), then one token per step. Every row steps; only the missing rows'
+        proposals are kept, and every row's main line records what was written."""
         dev = self.draft.device
-        current = torch.tensor([[row.history[-1]] for row in self.rows], device=dev)  # [B, 1]
+        chunks = [row.history[row.main_valid :] if row.active else [row.history[-1]] for row in self.rows]
+        starts = [len(row.history) - len(chunk) for row, chunk in zip(self.rows, chunks)]
         base = torch.tensor([[row.pending_position] for row in self.rows], device=dev)  # [B, 1]
         fan = torch.tensor([self.fan_out.after_miss[j] for j in range(self.k)])  # [K]
         out_tokens, out_q, out_logits = [], [], []
         for j in range(self.k):
-            logits = self.draft.forward(current, base + j)[:, 0]  # [B, V]
+            if j == 0:
+                logits = last_logits(forward_chunks(self.draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
+            else:
+                logits = self.draft.forward(current, base + j)[:, 0]  # [B, V]
             out_logits.append(logits)
             x, q = draw(logits, self.sampling, fan[j].expand(len(self.rows)), saguaro_c=self.saguaro_c,
                         generator=self.generator, need_q=self.need_q)
@@ -184,6 +211,8 @@ class Speculator:
             out_q.append(q)
             current = x.unsqueeze(1)
         tokens = torch.stack(out_tokens, dim=1).tolist()  # [B, K]
+        for row, drafted in zip(self.rows, tokens):
+            row.main_tokens = row.history + drafted[: self.k - 1]
         qs = torch.stack(out_q, dim=1) if self.need_q else None  # [B, K, V]
         known = torch.stack(out_logits, dim=1)  # [B, K, V]: D_0..D_{K-1}, reused by the glue pass
         return [(tokens[b], None if qs is None else qs[b], known[b]) for b in missing]
@@ -192,6 +221,10 @@ class Speculator:
     def build(self, should_stop=lambda: False) -> BuildStats:
         """Glue, fork, and tree; returns early (a shallower tree) as soon as should_stop() is true."""
         stats = BuildStats()
+        if self.chooser is not None and self.chooser.mode == "sync":
+            self.cache.reset()  # every row misses; jit feeds what the main line lacks, on the next request
+            self.widths = [0] * len(self.rows)
+            return stats
         start, start_ns = time.perf_counter(), time.time_ns()
         glue = self._glue()  # per row: logits [d+1, V]
         stats.glue_ms = (time.perf_counter() - start) * 1e3
@@ -217,7 +250,13 @@ class Speculator:
             logits, self._prefill_logits = self._prefill_logits, None
             return [logits[b] if row.active else None for b, row in enumerate(self.rows)]
         plans = [plan if row.active else None for plan, row in zip(self._plans, self.rows)]
-        return run_glue(self.draft, plans, [row.pending_position for row in self.rows])
+        glued = run_glue(self.draft, plans, [row.pending_position for row in self.rows])
+        for row, plan in zip(self.rows, plans):
+            if plan is not None:
+                row.main_tokens = row.history + row.returned
+            else:  # an inactive row's padding token landed on its pending slot
+                row.main_tokens = row.main_tokens[: row.pending_position]
+        return glued
 
     def _grow_tree(self, branches, stats: BuildStats, should_stop) -> None:
         dev = self.draft.device
