@@ -75,9 +75,9 @@ class AlternatingModes:
         self.builds = 0
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> str:  # the first build (after prefill) is sync: the prompt's glue must not go stale
         self.builds += 1
-        return "sync" if (self.builds // 2) % 2 else "tree"
+        return "tree" if (self.builds // 2) % 2 else "sync"
 
     def note(self, tokens, period_ms) -> None:
         pass

@@ -223,7 +223,7 @@ class Speculator:
         stats = BuildStats()
         if self.chooser is not None and self.chooser.mode == "sync":
             self.cache.reset()  # every row misses; jit feeds what the main line lacks, on the next request
-            self.widths = [0] * len(self.rows)
+            self.widths, self._prefill_logits = [0] * len(self.rows), None
             return stats
         start, start_ns = time.perf_counter(), time.time_ns()
         glue = self._glue()  # per row: logits [d+1, V]
