@@ -11,6 +11,7 @@ import multiprocessing
 import signal
 import time
 import traceback
+from pathlib import Path
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +53,8 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
     try:
         _loop(box, speculator)
     except BaseException as err:
-        box.write_error(f"draft process failed: {type(err).__name__}: {err} | {traceback.format_exc(limit=3)}")
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        box.write_error(f"{type(err).__name__}: {err} (at {Path(where.filename).name}:{where.lineno})")
         box.post_response(int(box.ctrl[mb.REQ_SEQ]), mb.STATUS_ERROR)
 
 
