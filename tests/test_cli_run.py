@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from cli_checks import assert_one_line_error
+from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
-from cli_fixtures import save_tiny_model
 from ssdbench.cli.main import app
 
 runner = CliRunner()
@@ -60,24 +61,16 @@ def test_json_format_and_both_engines(tiny_target, tmp_path, draft):
         assert sd_hf["draft_acceptance_rate"] < 1.0
 
 
-def _one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def test_missing_model_path(tmp_path):
     missing = tmp_path / "no-such-model"
     result = run_cli("--target", str(missing), "--suite", "smoke", "--out", str(tmp_path / "run"))
-    _one_line_error(result, str(missing))
+    assert_one_line_error(result, str(missing))
     assert not (tmp_path / "run").exists()
 
 
 def test_unknown_suite_suggests(tiny_target, tmp_path):
     result = run_cli("--target", str(tiny_target), "--suite", "humaneva", "--out", str(tmp_path / "run"))
-    _one_line_error(result, "humaneval")
+    assert_one_line_error(result, "humaneval")
     assert not (tmp_path / "run").exists()
 
 
@@ -85,14 +78,14 @@ def test_unknown_suite_suggests(tiny_target, tmp_path):
                                         ("--temperature", "-0.5"), ("--top-p", "1.5"), ("--methods", "ar,xd")])
 def test_bad_numbers_and_names(tiny_target, tmp_path, flag, value):
     result = run_cli(*base_args(tiny_target, tmp_path / "run", flag, value))
-    _one_line_error(result, flag)
+    assert_one_line_error(result, flag)
     assert not (tmp_path / "run").exists()
 
 
 def test_vocabulary_mismatch(tiny_target, tmp_path):
     other = save_tiny_model(tmp_path / "other", vocab=80, seed=1)
     result = run_cli(*base_args(tiny_target, tmp_path / "run", "--draft", str(other)))
-    _one_line_error(result, "vocabular")
+    assert_one_line_error(result, "vocabular")
     assert not (tmp_path / "run").exists()
 
 
@@ -100,14 +93,14 @@ def test_unwritable_out(tiny_target, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     result = run_cli(*base_args(tiny_target, blocker / "run"))
-    _one_line_error(result, "a-file")
+    assert_one_line_error(result, "a-file")
 
 
 def test_malformed_suite_file(tiny_target, tmp_path):
     suite = tmp_path / "prompts.jsonl"
     suite.write_text('{"prompt": "w1 w2"}\n{"prompt": \n')
     result = run_cli("--target", str(tiny_target), "--suite", str(suite), "--out", str(tmp_path / "run"))
-    _one_line_error(result, "prompts.jsonl", "line 2")
+    assert_one_line_error(result, "prompts.jsonl", "line 2")
 
 
 def test_existing_run_is_never_touched(tiny_target, tmp_path):
@@ -115,7 +108,7 @@ def test_existing_run_is_never_touched(tiny_target, tmp_path):
     assert run_cli(*base_args(tiny_target, out, "--methods", "ar")).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     result = run_cli(*base_args(tiny_target, out, "--methods", "ar"))
-    _one_line_error(result, str(out))
+    assert_one_line_error(result, str(out))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -151,4 +144,4 @@ def test_run_with_ssd_records_hits_and_placements(tiny_target, tmp_path):
 
 def test_ssd_refuses_the_ngram_draft(tiny_target, tmp_path):
     result = run_cli(*base_args(tiny_target, tmp_path / "run", "--methods", "ssd", "--draft", "ngram"))
-    _one_line_error(result, "ssd", "ngram")
+    assert_one_line_error(result, "ssd", "ngram")

@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cli_checks import assert_one_line_error
+from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
-from cli_fixtures import save_tiny_model
 from ssdbench.cli.main import app
 from ssdbench.errors import UsageError
 from ssdbench.models.shape import known_shape
-from ssdbench.projection import GAP_FLAG, check_rows, measure_run
+from ssdbench.projection import GAP_FLAG, check_rows, measure_run, roofline, theory
 from ssdbench.projection import hardware as hw
-from ssdbench.projection import roofline, theory
 from ssdbench.records import schema
 from ssdbench.records.reader import load_run
 from ssdbench.records.writer import RunWriter
@@ -277,23 +277,15 @@ def test_project_table_on_a_real_run(tiny_run):
     assert json.loads(own.stdout)["models"]["target"].startswith("tiny")
 
 
-def _one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def test_project_bad_input(tiny_run, tmp_path):
-    _one_line_error(runner.invoke(app, ["project", str(tmp_path)]), "not an ssdbench run")
-    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--hardware", "h10"]), "did you mean 'h100'")
-    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--target-shape", "llama-3.1-7b"]), "llama-3.1-70b")
-    _one_line_error(runner.invoke(app, ["project", str(tiny_run), "--efficiency", "1.5"]), "--efficiency")
+    assert_one_line_error(runner.invoke(app, ["project", str(tmp_path)]), "not an ssdbench run")
+    assert_one_line_error(runner.invoke(app, ["project", str(tiny_run), "--hardware", "h10"]), "did you mean 'h100'")
+    assert_one_line_error(runner.invoke(app, ["project", str(tiny_run), "--target-shape", "llama-3.1-7b"]), "llama-3.1-70b")
+    assert_one_line_error(runner.invoke(app, ["project", str(tiny_run), "--efficiency", "1.5"]), "--efficiency")
     broken = tmp_path / "broken"
     broken.mkdir()
     for item in tiny_run.iterdir():
         if item.is_file():
             (broken / item.name).write_bytes(item.read_bytes())
     (broken / "steps.parquet").write_bytes(b"PAR1 not really parquet")
-    _one_line_error(runner.invoke(app, ["project", str(broken)]), "steps.parquet")
+    assert_one_line_error(runner.invoke(app, ["project", str(broken)]), "steps.parquet")

@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_checks import assert_one_line_error
+from cli_fixtures import save_tiny_model
+from test_projection import request, step, write_run
 from typer.testing import CliRunner
 
-from cli_fixtures import save_tiny_model
 from ssdbench.cli.main import app
 from ssdbench.records.reader import load_run
 from ssdbench.report.plots import frontier_points, pareto_mask, stack_runs
-from test_projection import request, step, write_run
 
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -95,28 +96,20 @@ def test_report_with_ssd_rounds_and_gpu_samples(tmp_path):
     assert all(data.startswith(PNG_MAGIC) for data in pngs.values())
 
 
-def _one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def test_report_bad_input(tiny_runs, tmp_path):
-    _one_line_error(runner.invoke(app, ["report", str(tmp_path / "missing")]), "does not exist")
-    _one_line_error(runner.invoke(app, ["report", str(tmp_path)]), "not an ssdbench run")
+    assert_one_line_error(runner.invoke(app, ["report", str(tmp_path / "missing")]), "does not exist")
+    assert_one_line_error(runner.invoke(app, ["report", str(tmp_path)]), "not an ssdbench run")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    _one_line_error(runner.invoke(app, ["report", str(tiny_runs[0]), "--out", str(blocker / "report")]), "a-file")
-    _one_line_error(runner.invoke(app, ["report", str(tiny_runs[0]), "--out", str(blocker)]), "not a folder")
+    assert_one_line_error(runner.invoke(app, ["report", str(tiny_runs[0]), "--out", str(blocker / "report")]), "a-file")
+    assert_one_line_error(runner.invoke(app, ["report", str(tiny_runs[0]), "--out", str(blocker)]), "not a folder")
     broken = tmp_path / "broken"
     broken.mkdir()
     for item in tiny_runs[0].iterdir():
         if item.is_file():
             (broken / item.name).write_bytes(item.read_bytes())
     (broken / "requests.parquet").write_bytes(b"garbage")
-    _one_line_error(runner.invoke(app, ["report", str(broken)]), "requests.parquet", "corrupt")
+    assert_one_line_error(runner.invoke(app, ["report", str(broken)]), "requests.parquet", "corrupt")
     assert not (broken / "report").exists()
 
 
