@@ -3,7 +3,6 @@ torch.distributed gloo send/recv (DESIGN 4.1's measured alternative), between tw
 pinned to one core each, for a small message and for 4 q-rows of SmolLM2's vocabulary."""
 import os
 import statistics
-import sys
 import time
 
 import torch
