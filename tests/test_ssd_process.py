@@ -20,7 +20,7 @@ from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
 from ssdbench.speculation.fan_out import build_fan_out
 from ssdbench.speculation.server import DraftSpec
 
-PROMPTS = [[5, 9, 13, 5, 9], [3, 3, 8], [40, 41, 42, 43], [2, 6, 10]]
+PROMPTS = [[5, 9, 13, 5, 9], [3, 3, 8], [40, 41, 42, 43], [2, 6, 10], [7], [11, 12, 11, 12], [30, 31], [50, 2, 50]]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def target_model(folder: Path):
     return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32))
 
 
-@pytest.mark.parametrize("batch_size,backup", [(1, "jit"), (4, "fast")])
+@pytest.mark.parametrize("batch_size,backup", [(1, "jit"), (4, "fast"), (8, "auto")])
 def test_remote_ssd_greedy_matches_ar(folder, batch_size, backup):
     target = target_model(folder)
     prompts = PROMPTS[:batch_size]
