@@ -51,7 +51,8 @@ def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: R
             for repeat in range(config.repeats):
                 _run_hf_baseline(config, models, workload, recorder, method, repeat, advance)
             continue
-        with pinned(target_placement), _proposer_factory(config, models, workload, method, engine, recorder) as factory:
+        # the draft process starts before the target pins itself, so it does not inherit the target's cores
+        with _proposer_factory(config, models, workload, method, engine, recorder) as factory, pinned(target_placement):
             for repeat in range(config.repeats):
                 _run_loop_variant(config, models, workload, recorder, method, engine, repeat, advance, factory)
 

@@ -58,10 +58,26 @@ def _parse_cores(text: str, *, flag: str, spec: str) -> tuple[int, ...]:
 
 
 def pin_current_process(placement: Placement) -> None:
-    """Pin this process (all its threads) to the placement's cores and match torch's thread count."""
+    """Pin every thread of this process to the placement's cores and match torch's thread count.
+
+    Linux applies affinity per thread, and a thread pool started before pinning (OpenMP's)
+    would keep the old mask; so set it on each thread, after torch has set its threads up.
+    """
     if placement.cores and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, placement.cores)
         torch.set_num_threads(len(placement.cores))
+        _set_affinity_all_threads(placement.cores)
+
+
+def _set_affinity_all_threads(cores) -> None:
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 @contextlib.contextmanager
@@ -75,8 +91,8 @@ def pinned(placement: Placement | None):
     try:
         yield
     finally:
-        os.sched_setaffinity(0, before)
         torch.set_num_threads(threads)
+        _set_affinity_all_threads(before)
 
 
 def default_placements(num_roles: int = 2) -> tuple[str, str]:

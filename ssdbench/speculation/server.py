@@ -71,6 +71,9 @@ def _build_speculator(spec: DraftSpec):
     draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
                                dtype=torch_dtype(spec.dtype), backend=spec.attention,
                                weights="int8" if spec.int8 else "fp32")
+    draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
+    draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
+    pin_current_process(Placement(spec.device, spec.device, spec.cores))
     generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
     return Speculator(draft, lookahead=spec.lookahead, fan_out=spec.fan_out, backup=spec.backup,
                       saguaro_c=spec.saguaro_c, generator=generator)
