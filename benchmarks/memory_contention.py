@@ -1,4 +1,5 @@
-"""The target's 1-token forward on core 0: alone, and while core 1 spins, streams memory, or multiplies in cache."""
+"""The target's 1-token forward on core 0: alone, and while core 1 spins, polls a tensor (as SSD's mailbox
+does), sleeps in 0.1 ms steps, streams memory, or multiplies in cache."""
 import os, sys, time, statistics, subprocess, torch
 os.sched_setaffinity(0, {0}); torch.set_num_threads(1)
 from ssdbench.models.source import resolve_model
@@ -15,6 +16,10 @@ def step_ms():
 print("alone: %.1f ms" % step_ms())
 busy = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0,{1})\nwhile True: pass"])
 time.sleep(1); print("other core spinning python: %.1f ms" % step_ms()); busy.kill()
+poll = subprocess.Popen([sys.executable, "-c", "import os, torch; os.sched_setaffinity(0,{1})\nt=torch.zeros(8,dtype=torch.int64)\nwhile True: int(t[0])"])
+time.sleep(2); print("other core polling a tensor: %.1f ms" % step_ms()); poll.kill()
+nap = subprocess.Popen([sys.executable, "-c", "import os, time; os.sched_setaffinity(0,{1})\nwhile True: time.sleep(0.0001)"])
+time.sleep(2); print("other core sleeping 0.1 ms: %.1f ms" % step_ms()); nap.kill()
 mem = subprocess.Popen([sys.executable, "-c", "import os, torch; os.sched_setaffinity(0,{1}); torch.set_num_threads(1)\nx=torch.ones(64*2**20)\nwhile True: x.sum()"])
 time.sleep(2); print("other core streaming memory: %.1f ms" % step_ms()); mem.kill()
 mm = subprocess.Popen([sys.executable, "-c", "import os, torch; os.sched_setaffinity(0,{1}); torch.set_num_threads(1)\na=torch.randn(256,256)\nwhile True: a@a"])

@@ -109,8 +109,11 @@ def _run_round(
     logits = _verify_forward(target, batch, proposal)  # [B, 1+W, V]
     clock.mark("verified")
     width = logits.shape[1] - 1
+    dev = logits.device  # proposals may come from another device or process (n-gram on CPU, ssd's mailbox)
+    q = _q_columns(proposal, width)
     verdict = verify(
-        logits, proposal.tokens[:, :width], _q_columns(proposal, width), proposal.num_proposed, sampling, generator
+        logits, proposal.tokens[:, :width].to(dev), None if q is None else q.to(dev), proposal.num_proposed.to(dev),
+        sampling, generator,
     )
     num_accepted, next_token = verdict.num_accepted.tolist(), verdict.next_token.tolist()
     clock.mark("sampled")

@@ -46,6 +46,9 @@ class RowSampling:
     def all_greedy(self) -> bool:
         return bool(self.is_greedy.all())
 
+    def to(self, device: torch.device | str) -> RowSampling:
+        return RowSampling(temperature=self.temperature.to(device), top_p=self.top_p.to(device), top_k=self.top_k)
+
     @classmethod
     def from_params(cls, params: list[SamplingParams], device: torch.device | str = "cpu") -> RowSampling:
         temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device)  # [B]

@@ -17,6 +17,7 @@ def saguaro_reweight(q: torch.Tensor, fan_out: torch.Tensor, c: float) -> torch.
     """
     if c >= 1.0 or not bool((fan_out > 0).any()):
         return q
+    fan_out = fan_out.to(q.device)
     width = int(fan_out.max())
     top = q.topk(width, dim=-1).indices  # [N, F_max]
     in_top = torch.arange(width, device=q.device).unsqueeze(0) < fan_out.unsqueeze(1)  # [N, F_max]

@@ -1,10 +1,10 @@
 """`--fan-out auto`'s choice between building a tree while the target verifies and not doing so.
 
-Building concurrently only pays where the draft's hardware is really separate. On a machine
-whose cores share one memory bus (this project's CPU machines: a second core streaming
-memory makes the target's forward ~2x slower), the tree's reads slow verification more
-than hits save; then drafting synchronously on a miss, and idling during verification, is
-faster — it is SD with the draft on its own core. The chooser measures both: it alternates
+Building concurrently only pays where the draft's work does not slow verification. Where it
+does (cores sharing one memory bus: on this project's CPU machines a second core streaming
+memory makes the target's forward ~2x slower), or where a tree cannot grow deep within one
+verify, drafting synchronously on each request and idling during verification can be
+faster: SD with the draft on its own core. The chooser measures both: it alternates
 short probe blocks, then keeps the mode with more tokens per second of round time, and
 probes the other again from time to time because conditions (context length, batch) move.
 """

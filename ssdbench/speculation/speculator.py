@@ -89,7 +89,7 @@ class Speculator:
         """Prefill the prompts (while the target does the same), ready to fork on the first token."""
         start_ns = time.time_ns()
         self.rows = [DraftRow(history=list(p), main_tokens=list(p)) for p in prompts]
-        self.sampling = sampling
+        self.sampling = sampling.to(self.draft.device)
         self.need_q = not sampling.all_greedy
         self.tree_base = max_len + self.k + 2
         self.max_len = self.tree_base + self.fan_out.budget * self.k
