@@ -42,6 +42,7 @@ def plot_timeline(steps: pd.DataFrame, events: pd.DataFrame, out: Path, *, num_r
     fig, ax = plt.subplots(figsize=(12, 2.8))
     for phase, a, b in segments:
         ax.barh(1, (b - a) / 1e6, left=(a - t0) / 1e6, color=TARGET_COLOURS[phase], edgecolor="white", linewidth=0.3)
+    draft = draft.assign(_under=draft["kind"] != "answer").sort_values("_under")  # answers first: a backup inside one shows on top
     for _, e in draft.iterrows():
         a, b = max(e["t_start_ns"], t0), min(e["t_end_ns"], t1)
         ax.barh(0, (b - a) / 1e6, left=(a - t0) / 1e6, color=DRAFT_COLOURS[e["kind"]], edgecolor="white", linewidth=0.3)
