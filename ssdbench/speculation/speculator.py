@@ -199,17 +199,15 @@ class Speculator:
         base = torch.tensor([[row.pending_position] for row in self.rows], device=dev)  # [B, 1]
         fan = torch.tensor([self.fan_out.after_miss[j] for j in range(self.k)])  # [K]
         out_tokens, out_q, out_logits = [], [], []
+        logits = last_logits(forward_chunks(self.draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
         for j in range(self.k):
-            if j == 0:
-                logits = last_logits(forward_chunks(self.draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
-            else:
-                logits = self.draft.forward(current, base + j)[:, 0]  # [B, V]
+            if j > 0:  # feed the token drawn last step
+                logits = self.draft.forward(out_tokens[-1].unsqueeze(1), base + j)[:, 0]  # [B, V]
             out_logits.append(logits)
             x, q = draw(logits, self.sampling, fan[j].expand(len(self.rows)), saguaro_c=self.saguaro_c,
                         generator=self.generator, need_q=self.need_q)
             out_tokens.append(x)
             out_q.append(q)
-            current = x.unsqueeze(1)
         tokens = torch.stack(out_tokens, dim=1).tolist()  # [B, K]
         for row, drafted in zip(self.rows, tokens):
             row.main_tokens = row.history + drafted[: self.k - 1]
