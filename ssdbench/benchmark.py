@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -89,8 +90,9 @@ def _run_loop_variant(config, models, workload, recorder, method, engine, repeat
                                                 max_new_tokens=config.max_new_tokens, factory=factory)
         keys = [RequestKey(method, engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
         recorder.add_steps(keys, steps)
+        rounds_per_row = Counter(s.row for s in steps)  # one pass over the batch's records
         for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
-            rounds = sum(1 for s in steps if s.row == row_idx)
+            rounds = rounds_per_row[row_idx]
             times = (timing.start_ns, timing.first_token_ns, timing.row_end_ns[row_idx])
             recorder.add_request(key, row, seed=seed, temperature=config.temperature, times_ns=times, rounds=rounds)
         advance(f"{method}@{engine}", len(idx))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_checks import assert_one_line_error
+from synthetic_runs import Variant, speeds, write_run
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app
 from ssdbench.records import reader, schema
 from ssdbench.records.reader import load_run
 from ssdbench.report.compare import compare_runs
-from synthetic_runs import Variant, speeds, write_run
 
 runner = CliRunner()
 
@@ -20,13 +21,6 @@ def compare(*args: str):
     return runner.invoke(app, ["compare", *args])
 
 
-def one_line_error(result, *fragments: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -61,7 +55,7 @@ def test_baseline_variant_by_run_and_label(two_runs):
     rows = comparison.rows.set_index("label")
     assert rows.loc["1:sd", "speedup"] == 1.0 and 1 / 1.8 * 0.95 < rows.loc["0:ar", "speedup"] < 1 / 1.8 * 1.05
     assert compare_runs([load_run(p) for p in two_runs], baseline="sd").baseline == "0:sd"
-    one_line_error(compare(*map(str, two_runs), "--baseline-variant", "sdd"), "'sdd'", "did you mean", "0:sd")
+    assert_one_line_error(compare(*map(str, two_runs), "--baseline-variant", "sdd"), "'sdd'", "did you mean", "0:sd")
 
 
 def test_per_position_acceptance_and_acceptance_lengths(tmp_path):
@@ -103,7 +97,7 @@ def test_sampled_outputs_are_not_compared(tmp_path):
 def test_unfair_comparisons_are_refused_unless_allowed(tmp_path, override, field):
     a = write_run(tmp_path / "a", [Variant("ar")])
     b = write_run(tmp_path / "b", [Variant("ar")], manifest=override)
-    one_line_error(compare(str(a), str(b)), "refusing an unfair comparison", field, "--allow-mismatch")
+    assert_one_line_error(compare(str(a), str(b)), "refusing an unfair comparison", field, "--allow-mismatch")
     result = compare(str(a), str(b), "--allow-mismatch")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -138,27 +132,27 @@ def test_json_has_every_row_with_nulls_for_nan(two_runs):
 
 def test_missing_corrupt_and_non_run_directories(tmp_path):
     run = write_run(tmp_path / "r", [Variant("ar")])
-    one_line_error(compare(str(tmp_path / "nope")), "does not exist")
+    assert_one_line_error(compare(str(tmp_path / "nope")), "does not exist")
     (tmp_path / "empty").mkdir()
-    one_line_error(compare(str(tmp_path / "empty")), "not an ssdbench run")
+    assert_one_line_error(compare(str(tmp_path / "empty")), "not an ssdbench run")
     (run / "steps.parquet").write_bytes(b"not parquet at all")
-    one_line_error(compare(str(run)), "steps.parquet", "corrupt")
+    assert_one_line_error(compare(str(run)), "steps.parquet", "corrupt")
     (run / "steps.parquet").unlink()
-    one_line_error(compare(str(run)), "steps.parquet is missing")
+    assert_one_line_error(compare(str(run)), "steps.parquet is missing")
 
 
 def test_a_newer_schema_version_is_refused_in_one_line(tmp_path):
     run = write_run(tmp_path / "r", [Variant("ar")])
     manifest = json.loads((run / "manifest.json").read_text())
     (run / "manifest.json").write_text(json.dumps({**manifest, "schema_version": schema.SCHEMA_VERSION + 1}))
-    one_line_error(compare(str(run)), f"schema v{schema.SCHEMA_VERSION + 1}", "newer", "upgrade ssdbench")
+    assert_one_line_error(compare(str(run)), f"schema v{schema.SCHEMA_VERSION + 1}", "newer", "upgrade ssdbench")
 
 
 def test_older_schema_versions_are_upgraded_or_named(tmp_path, monkeypatch):
     """As if the schema moved on to v2: a v1 run reads through its upgrader, or says it cannot."""
     run = write_run(tmp_path / "r", [Variant("ar"), Variant("sd", accepted=(3,))])
     monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    one_line_error(compare(str(run)), "schema v1", "can no longer read")
+    assert_one_line_error(compare(str(run)), "schema v1", "can no longer read")
     monkeypatch.setitem(reader.UPGRADERS, 1, lambda manifest, tables: (manifest, tables))
     result = compare(str(run))
     assert result.exit_code == 0 and "1.00× (baseline)" in result.output

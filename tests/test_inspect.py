@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_checks import assert_one_line_error
+from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
-from cli_fixtures import save_tiny_model
 from ssdbench.cli import inspect
 from ssdbench.cli.main import app
 
@@ -31,12 +32,6 @@ def caches(tmp_path, monkeypatch) -> Path:
     return hub
 
 
-def one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def test_ls_json_lists_everything(caches):
@@ -77,22 +72,22 @@ def test_validate_a_pair_that_fits(tiny, tmp_path):
 
 def test_validate_refuses_different_vocabularies(tiny, tmp_path):
     other = save_tiny_model(tmp_path / "other", vocab=80, seed=1)
-    one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--draft", str(other)]), "vocabular")
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--draft", str(other)]), "vocabular")
 
 
 def test_validate_refuses_a_missing_model_and_bad_options(tiny, tmp_path):
     missing = tmp_path / "no-such-model"
-    one_line_error(runner.invoke(app, ["validate", "--target", str(missing), "--draft", "ngram"]), str(missing))
-    one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--dtype", "fp8"]), "--dtype")
-    one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--device", "tpu:0"]), "--device")
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(missing), "--draft", "ngram"]), str(missing))
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--dtype", "fp8"]), "--dtype")
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--device", "tpu:0"]), "--device")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
 def test_validate_without_cuda(tiny):
-    one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--device", "cuda"]), "CUDA is not available")
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--device", "cuda"]), "CUDA is not available")
 
 
 def test_validate_refuses_what_does_not_fit(tiny, monkeypatch):
     monkeypatch.setattr(inspect, "_available_mib", lambda device: 0.5)
-    one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--draft", "self-int8"]),
+    assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--draft", "self-int8"]),
                    "not enough memory on cpu", "0 MiB available")

@@ -14,7 +14,7 @@ from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
 
 
-def _split(text: str) -> tuple[str, ...]:
+def split_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
@@ -59,10 +59,10 @@ def run_command(
     if num_prompts is not None and num_prompts < 0:
         raise UsageError(f"--num-prompts must be >= 0, got {num_prompts}")
     config = RunConfig(
-        target=target, draft=draft, suite=suite, methods=_split(methods), k=k, temperature=temperature,
+        target=target, draft=draft, suite=suite, methods=split_list(methods), k=k, temperature=temperature,
         draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
-        dtype=dtype, engines=_split(engine), attention=attention, threads=threads, chat_template=chat_template,
+        dtype=dtype, engines=split_list(engine), attention=attention, threads=threads, chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
         fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline,

@@ -55,17 +55,17 @@ def sweep_command(
     backup: opt.Backup = "jit",
     format: opt.Format = "table",
 ) -> None:
+    from ssdbench.cli.run import split_list
     from ssdbench.sweep import grid
 
-    split = lambda text: tuple(p.strip() for p in text.split(",") if p.strip())  # noqa: E731
     base = RunConfig(
-        target=target, draft=draft, suite=suite, methods=split(methods), max_new_tokens=max_new_tokens,
+        target=target, draft=draft, suite=suite, methods=split_list(methods), max_new_tokens=max_new_tokens,
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
-        engines=split(engine), threads=threads, data_dir=data_dir, chat_template=chat_template,
+        engines=split_list(engine), threads=threads, data_dir=data_dir, chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
     )
     points = grid(_numbers(batch_sizes, "--batch-sizes", int), _numbers(temperatures, "--temperatures", float),
-                  _numbers(k, "--k", int), split(fan_out) if fan_out else None)
+                  _numbers(k, "--k", int), split_list(fan_out) if fan_out else None)
     perform_sweep(base, points, out, format=format)
 
 
