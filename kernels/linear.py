@@ -1,21 +1,28 @@
 """Dense projection kernels: y = x W^T + b with the weight laid out once for fast reads.
 
 - `matmul`: the weight stored transposed and contiguous, w_t [in, out], applied as
-  `x @ w_t` (on this CPU ~1.6-2x F.linear's bandwidth for a 1-row input). Any device.
+  `x @ w_t` (faster than F.linear for a 1-row input on the CPUs measured). Any device.
 - `onednn`: CPU only; the weight pre-packed once by oneDNN. MKL's sgemm repacks the weight
   on every call with 2-16 rows, so there a K+1-token verify costs 1.5-2.5x a 1-token step;
   packed, it costs about the same as one token. Each row's result is also independent of
-  how many rows share the call. It adds ~20 us of fixed cost per call, so on one thread a
-  1-token step is ~20% slower than `matmul` (with two threads it is faster).
+  how many rows share the call. For one row it can be much slower than `matmul` (seen ~4x
+  on an AVX2 EPYC with two threads), and its bf16 path needs AVX-512 or AVX-NE-CONVERT.
+
+Which one a model gets is decided by trying them (probe.py): `select_dense_kernel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import torch
 
 from ssdbench.errors import UsageError
+from ssdbench.kernels import probe
 
 LINEAR_KERNELS = ("auto", "onednn", "matmul")
+DENSE_CANDIDATES = ("onednn", "matmul")  # probe order: a near-tie goes to the earlier one
 ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
 
 
@@ -55,12 +62,87 @@ class OnednnLinear(MatmulLinear):
         return self._op(x, self.packed, self.bias, "none", [], "")
 
 
-def dense_linear_class(kernel: str, device, dtype: torch.dtype) -> type[MatmulLinear]:
-    """The dense kernel: "auto" is oneDNN on CPU (fp32/bf16) where torch has it, else matmul."""
+KERNEL_CLASSES = {"matmul": MatmulLinear, "onednn": OnednnLinear}
+
+
+class RowSplitLinear:
+    """One weight in two layouts: `few` serves calls of fewer than `split_rows` rows, `many` the rest.
+
+    Reads per call are one layout's bytes, so `nbytes` is one layout's; memory holds both.
+    """
+
+    def __init__(self, few: MatmulLinear, many: MatmulLinear, split_rows: int) -> None:
+        self.few, self.many, self.split_rows = few, many, split_rows
+        self.name = f"{few.name}<{split_rows}rows<={many.name}"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        rows = x.numel() // x.shape[-1]
+        return (self.few if rows < self.split_rows else self.many)(x)
+
+    def nbytes(self) -> int:
+        return self.few.nbytes()
+
+
+def onednn_unavailable_reason(device, dtype: torch.dtype) -> str | None:
+    """Why oneDNN's packed kernel cannot even be tried here (None: it can be tried)."""
+    if torch.device(device).type != "cpu":
+        return f"needs a CPU, not {device}"
+    if not torch.backends.mkldnn.is_available():
+        return "this torch build has no oneDNN"
+    if dtype not in (torch.float32, torch.bfloat16):
+        return f"takes float32 or bfloat16, not {str(dtype).removeprefix('torch.')}"
+    return None
+
+
+def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequence[tuple[int, int]],
+                        allow_split: bool = True, disabled: frozenset[str] = frozenset(),
+                        cache_path: Path | None = None) -> probe.DenseChoice:
+    """The dense kernel(s) for these projection shapes [(in, out), ...]: `kernel` if named, else probed.
+
+    A named kernel that does not work here is a UsageError naming why. "auto" tries every
+    candidate not in `disabled` and keeps the fastest working one per row count (two layouts
+    only if `allow_split`); with `cache_path` the choice is reused on later runs of this machine.
+    """
     if kernel not in LINEAR_KERNELS:
         raise UsageError(f"unknown linear kernel {kernel!r}: known: {', '.join(LINEAR_KERNELS)}")
-    onednn_ok = (torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
-                 and dtype in (torch.float32, torch.bfloat16))
-    if kernel == "onednn" and not onednn_ok:
-        raise UsageError(f"linear kernel 'onednn' needs a CPU with oneDNN and fp32/bf16, not {device} {dtype}")
-    return OnednnLinear if kernel != "matmul" and onednn_ok else MatmulLinear
+    candidates = [kernel] if kernel != "auto" else [k for k in DENSE_CANDIDATES if k not in disabled]
+    if kernel != "auto":
+        cache_path = None  # a named kernel is not a probed choice
+    key = probe.cache_key(device, dtype, shapes, candidates) + f"|split={allow_split}" if cache_path else ""
+    if cache_path is not None and (cached := probe.read_cached(cache_path, key)) is not None:
+        return cached
+    trials = [_check(name, device, dtype) for name in candidates]
+    if kernel != "auto" and not trials[0].works:
+        raise UsageError(f"linear kernel {kernel!r} does not work for {str(dtype).removeprefix('torch.')} on "
+                         f"{device}: {trials[0].reason}; use --linear-kernel auto")
+    if sum(t.works for t in trials) > 1:
+        trials = [_time(t, device, dtype, shapes) if t.works else t for t in trials]
+    choice = probe.choose(trials)
+    if not allow_split and choice.few != choice.many:
+        choice = probe.DenseChoice(choice.many, choice.many, choice.split_rows, choice.trials)
+    if cache_path is not None:
+        probe.write_cached(cache_path, key, choice)
+    return choice
+
+
+def make_dense(choice: probe.DenseChoice, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype):
+    """A linear over weight [out, in] (and bias [out]) laid out as `choice` says."""
+    many = KERNEL_CLASSES[choice.many](weight, bias, device=device, dtype=dtype)
+    if choice.few == choice.many:
+        return many
+    few = KERNEL_CLASSES[choice.few](weight, bias, device=device, dtype=dtype)
+    return RowSplitLinear(few, many, choice.split_rows)
+
+
+def _factory(name: str, device, dtype: torch.dtype):
+    return lambda w, b: KERNEL_CLASSES[name](w, b, device=device, dtype=dtype)
+
+
+def _check(name: str, device, dtype: torch.dtype) -> probe.KernelTrial:
+    if name == "onednn" and (reason := onednn_unavailable_reason(device, dtype)) is not None:
+        return probe.KernelTrial(name, works=False, reason=reason)
+    return probe.check_kernel(name, _factory(name, device, dtype), device=device, dtype=dtype)
+
+
+def _time(trial: probe.KernelTrial, device, dtype: torch.dtype, shapes) -> probe.KernelTrial:
+    return probe.time_kernel(trial, _factory(trial.kernel, device, dtype), shapes, device=device, dtype=dtype)

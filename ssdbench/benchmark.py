@@ -72,6 +72,7 @@ def _proposer_factory(config, models, workload, method, engine, recorder):
     max_prompt = max(len(t) for t in workload.token_ids)
     with DraftServer(spec, num_rows=config.batch_size, max_prompt=max_prompt, vocab_size=models.vocab_size,
                      with_q=with_q) as server:
+        recorder.kernels["ssd draft process"] = server.kernels
         yield lambda num_rows, generator: RemoteSsdProposer(server, row_sampling(config, num_rows, draft=True, device="cpu"))
         recorder.add_events(method, "draft", server.box.read_events())
 

@@ -36,6 +36,7 @@ class RunConfig:
     dtype: str = "float32"
     engines: tuple[str, ...] = ("native",)
     attention: str = "sdpa"
+    linear_kernel: str = "auto"  # the native engine's dense kernel; "auto" probes (kernels/probe.py)
     threads: int | None = None
     chat_template: bool = True
     data_dir: Path | None = None
@@ -70,6 +71,7 @@ class RunConfig:
         for engine in self.engines:
             _check_choice("--engine", engine, ENGINES)
         _check_choice("--dtype", self.dtype, DTYPES)
+        _check_choice("--linear-kernel", self.linear_kernel, ("auto", "onednn", "matmul"))
         if not self.methods:
             raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
         for method in self.methods:

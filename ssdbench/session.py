@@ -86,7 +86,7 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     if config.threads:
         torch.set_num_threads(config.threads)
     recorder = Recorder(run_id=writer.manifest["run_id"])
-    bandwidth = _measure_bandwidth(models.device)
+    bandwidth = _measure_bandwidth(config, models.device)
     sampler = GpuSampler(_gpu_roles(config.device))
     with sampler:
         run_all(config, models, workload, recorder, advance)
@@ -94,7 +94,9 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     if not sampler.rows and torch.device(config.device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {config.device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload),
-             "memory_read_bandwidth_gbs": bandwidth, "target_weight_bytes_per_forward": _weight_bytes(models)}
+             "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
+             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
+             "kernels": {**models.kernels_used(), **recorder.kernels}}
     if recorder.events and config.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None
@@ -157,12 +159,16 @@ def run_point(config: RunConfig, models: ModelSet, workload: Workload, suite_inf
     return RunOutcome(path=writer.path, manifest=writer.manifest, recorder=recorder)
 
 
-def _measure_bandwidth(device: str) -> float | None:
-    """This machine's read bandwidth (GB/s), measured once per process, for the MBU column."""
-    from ssdbench.profiling.bandwidth import measure_read_bandwidth_gbs
+def _measure_bandwidth(config: RunConfig, device: str):
+    """This machine's read bandwidth (a BandwidthReading), measured where the target runs, for the MBU column."""
+    from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
+    from ssdbench.profiling.placement import pinned
+    from ssdbench.speculation.setup import placements
 
+    target_placement = placements(config)[0] if "ssd" in config.methods or config.target_device else None
     try:
-        return measure_read_bandwidth_gbs(torch.device(device).type)
+        with pinned(target_placement):
+            return measure_steady_read_bandwidth(torch.device(device).type)
     except (RuntimeError, ValueError):
         return None
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.kernels.linear import dense_linear_class
 from ssdbench.models.int8 import Int8DequantLinear, Int8PackLinear, int8_kernel_name
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.llama import build_native_model, build_random_model
@@ -96,16 +95,6 @@ def test_bf16_model_is_close_to_fp32():
     bf16 = native_of(hf, dtype=torch.bfloat16).forward(tokens, chain(16))
     assert bf16.dtype == torch.float32
     assert ((bf16 - fp32).abs() / fp32.std()).mean() < 0.03
-
-
-def test_linear_kernel_choice_and_errors():
-    assert dense_linear_class("auto", "cpu", torch.float32).name in ("onednn", "matmul")
-    assert dense_linear_class("auto", "cpu", torch.float16).name == "matmul"
-    assert dense_linear_class("auto", "cuda", torch.bfloat16).name == "matmul"
-    with pytest.raises(UsageError, match="needs a CPU"):
-        dense_linear_class("onednn", "cuda", torch.float32)
-    with pytest.raises(UsageError, match="unknown linear kernel"):
-        dense_linear_class("mkl", "cpu", torch.float32)
 
 
 def test_cache_writes_each_row_at_its_own_slots():

@@ -134,3 +134,12 @@ def test_bandwidth_utilisation_is_bytes_per_second_over_bandwidth():
         2 * expected)
     with pytest.raises(ValueError):
         bandwidth_utilisation(1.0, 1.0, 0.0)
+
+
+def test_steady_bandwidth_reading_has_its_spread_and_stays_within_budget():
+    reading = bandwidth.measure_steady_read_bandwidth("cpu", sizes_mib=(8, 16), budget_ms=60, min_passes=3)
+    assert reading.num_passes >= 6 and reading.sizes_mib == (8, 16)
+    assert 0 < reading.p10_gbs <= reading.gbs <= reading.p90_gbs and math.isfinite(reading.p90_gbs)
+    assert reading.describe()["gbs"] == reading.gbs
+    with pytest.raises(ValueError):
+        bandwidth.measure_steady_read_bandwidth("cpu", sizes_mib=(), budget_ms=10)

@@ -30,7 +30,7 @@ def folder(tmp_path_factory) -> Path:
 
 def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None) -> DraftSpec:
     return DraftSpec(model_path=model_path or str(folder), int8=True, dtype="float32", device="cpu", cores=None,
-                     attention="sdpa", lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
+                     attention="sdpa", linear_kernel="auto", lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
                      backup=backup, saguaro_c=1.0, seed=0)
 
 

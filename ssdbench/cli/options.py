@@ -26,6 +26,7 @@ Dtype = Annotated[str, typer.Option("--dtype", help="float32, bfloat16 or float1
 Out = Annotated[Optional[Path], typer.Option("--out", help="Run directory (must not exist or be empty). Default: runs/<time>-<id>.")]
 Engine = Annotated[str, typer.Option("--engine", help="Model code: native, hf, or both as 'native,hf' to compare them on the same prompts.")]
 Attention = Annotated[str, typer.Option("--attention", help="Attention backend of the native engine: sdpa (reference) or flash.")]
+LinearKernel = Annotated[str, typer.Option("--linear-kernel", help="Dense projection kernel of the native engine: auto (probe what runs and is fastest here, per row count), onednn or matmul.")]
 Threads = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default: torch's choice).")]
 Format = Annotated[str, typer.Option("--format", help="table or json.")]
 DataDir = Annotated[Optional[Path], typer.Option("--data-dir", envvar="SSDBENCH_DATA_DIR", help="Folder holding file-backed suites (gsm8k/, spec_bench/, alpaca/, ultrafeedback/).")]

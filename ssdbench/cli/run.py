@@ -39,6 +39,7 @@ def run_command(
     out: opt.Out = None,
     engine: opt.Engine = "native",
     attention: opt.Attention = "sdpa",
+    linear_kernel: opt.LinearKernel = "auto",
     threads: opt.Threads = None,
     data_dir: opt.DataDir = None,
     chat_template: opt.ChatTemplate = True,
@@ -62,7 +63,7 @@ def run_command(
         target=target, draft=draft, suite=suite, methods=split_list(methods), k=k, temperature=temperature,
         draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
-        dtype=dtype, engines=split_list(engine), attention=attention, threads=threads, chat_template=chat_template,
+        dtype=dtype, engines=split_list(engine), attention=attention, linear_kernel=linear_kernel, threads=threads, chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
         fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline,
@@ -120,8 +121,13 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
              f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")
     print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd)
     if manifest.get("memory_read_bandwidth_gbs"):
+        spread = manifest.get("memory_read_bandwidth") or {}
+        band = f", passes p10-p90 {spread['p10_gbs']:.1f}-{spread['p90_gbs']:.1f}" if "p10_gbs" in spread else ""
         console.print(f"target MBU: target weight bytes per forward × forwards/s ÷ measured read bandwidth "
-                      f"({manifest['memory_read_bandwidth_gbs']:.1f} GB/s on {torch_device_name(config)}).")
+                      f"({manifest['memory_read_bandwidth_gbs']:.1f} GB/s median{band} on {torch_device_name(config)}).")
+    if manifest.get("kernels"):
+        used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}" for role, k in manifest["kernels"].items())
+        console.print(f"kernels (probed here): {used}")
     _print_model_check(path, console)
     console.print(f"Records: {path}")
 

@@ -48,6 +48,7 @@ def sweep_command(
     dtype: opt.Dtype = "float32",
     engine: opt.Engine = "native",
     threads: opt.Threads = None,
+    linear_kernel: opt.LinearKernel = "auto",
     data_dir: opt.DataDir = None,
     chat_template: opt.ChatTemplate = True,
     target_device: opt.TargetDevice = None,
@@ -61,7 +62,7 @@ def sweep_command(
     base = RunConfig(
         target=target, draft=draft, suite=suite, methods=split_list(methods), max_new_tokens=max_new_tokens,
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
-        engines=split_list(engine), threads=threads, data_dir=data_dir, chat_template=chat_template,
+        engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir, chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
     )
     points = grid(_numbers(batch_sizes, "--batch-sizes", int), _numbers(temperatures, "--temperatures", float),

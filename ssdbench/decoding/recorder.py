@@ -31,6 +31,7 @@ class Recorder:
     steps: dict[str, list] = field(default_factory=dict)
     requests: dict[str, list] = field(default_factory=dict)
     events: dict[str, list] = field(default_factory=dict)  # the draft process's timeline (ssd)
+    kernels: dict[str, dict] = field(default_factory=dict)  # role -> kernels it ran, for roles outside this process
 
     def add_events(self, method: str, role: str, events: list[tuple[str, int, int]]) -> None:
         for kind, start_ns, end_ns in events:

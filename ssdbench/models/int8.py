@@ -40,9 +40,10 @@ def _int8pack_works(device_type: str) -> bool:
         return False
 
 
-def int8_kernel_name(device: torch.device | str) -> str:
-    """INT8_PACK where `torch._weight_int8pack_mm` runs on this device, else INT8_DEQUANT."""
-    return INT8_PACK if _int8pack_works(torch.device(device).type) else INT8_DEQUANT
+def int8_kernel_name(device: torch.device | str, *, disabled: frozenset[str] = frozenset()) -> str:
+    """INT8_PACK where `torch._weight_int8pack_mm` runs on this device (and is not disabled), else INT8_DEQUANT."""
+    usable = INT8_PACK not in disabled and _int8pack_works(torch.device(device).type)
+    return INT8_PACK if usable else INT8_DEQUANT
 
 
 class Int8PackLinear:
@@ -78,7 +79,9 @@ class Int8DequantLinear(Int8PackLinear):
         return y if self.bias is None else y + self.bias.to(x.dtype)
 
 
-def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device) -> Int8PackLinear:
-    """The fastest faithful int8 linear this device runs (see `int8_kernel_name`)."""
-    cls = Int8PackLinear if int8_kernel_name(device) == INT8_PACK else Int8DequantLinear
+def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device,
+                     kernel: str | None = None) -> Int8PackLinear:
+    """An int8 linear on `kernel`, by default the fastest faithful one this device runs (`int8_kernel_name`)."""
+    kernel = kernel or int8_kernel_name(device)
+    cls = Int8PackLinear if kernel == INT8_PACK else Int8DequantLinear
     return cls(weight, bias, device=device)

@@ -12,6 +12,7 @@ runs a causal chain, a batch of rows of different lengths, or SSD's draft tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -19,9 +20,9 @@ import torch.nn.functional as F
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
-from ssdbench.kernels.linear import dense_linear_class
+from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
-from ssdbench.models.int8 import make_int8_linear
+from ssdbench.models.int8 import int8_kernel_name, make_int8_linear
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
@@ -58,12 +59,13 @@ class NativeCausalLM:
     """A decoder with its own static KV cache: `allocate`, then `forward` any [B, T] step."""
 
     def __init__(self, shape: ModelShape, layers: list[DecoderLayer], *, embed, norm, lm_head,
-                 backend: AttentionBackend, device, dtype, weights: str) -> None:
+                 backend: AttentionBackend, device, dtype, weights: str, kernels: dict | None = None) -> None:
         self.shape, self.layers, self.backend = shape, layers, backend
         self.embed, self.norm, self.lm_head = embed, norm, lm_head  # [V, hidden], [hidden], linear
         self.device, self.dtype, self.weights = torch.device(device), dtype, weights
         self.vocab_size = shape.vocab
         self.backend_name = backend.name
+        self.kernels = kernels or {}  # what the projections actually run on (see `_kernels_used`)
         self.scale = shape.head_dim**-0.5
         self.cache: StaticKVCache | None = None
         self._cos = self._sin = torch.empty(0, 1, shape.head_dim, device=device, dtype=dtype)  # [S, 1, D]
@@ -162,24 +164,32 @@ class NativeCausalLM:
         return {"engine": "native", "model_type": self.shape.model_type, "weights": self.weights,
                 "linear_kernel": self.lm_head.name, "dtype": str(self.dtype).removeprefix("torch."),
                 "device": str(self.device), "attention_backend": self.backend_name,
-                "weight_bytes_per_forward": self.weight_bytes_per_forward()}
+                "weight_bytes_per_forward": self.weight_bytes_per_forward(), "kernels": self.kernels}
+
+    def kernel_names(self) -> dict:
+        """The kernels this model runs, by kind: what runs must be compared with what runs."""
+        return {"linear": self.lm_head.name, "attention": self.backend_name,
+                "dtype": str(self.dtype).removeprefix("torch.")}
 
 
 def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="cpu", dtype=torch.float32,
-                       backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto") -> NativeCausalLM:
+                       backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
+                       disabled_kernels: frozenset[str] = frozenset(), kernel_cache: Path | None = None) -> NativeCausalLM:
     """A native model from a transformers config and a state dict in Hugging Face naming.
 
     weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
     the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
+    linear_kernel "auto" probes the dense kernels (kernels/probe.py), skipping `disabled_kernels`
+    (also int8 ones), and reuses an earlier choice of this machine from `kernel_cache`.
     """
     shape = ModelShape.from_hf_config(config)
     return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel)
+                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache)
 
 
 def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=torch.float32,
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
-                       std: float = 0.02) -> NativeCausalLM:
+                       std: float = 0.02, disabled_kernels: frozenset[str] = frozenset()) -> NativeCausalLM:
     """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
     expected = hf_param_shapes(shape)
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -192,22 +202,18 @@ def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=
         return torch.randn(expected[name], generator=generator, device=device).mul_(std)  # HF shape
 
     return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel)
+                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=None)
 
 
 def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype, backend: str,
-           weights: str, linear_kernel: str) -> NativeCausalLM:
+           weights: str, linear_kernel: str, disabled: frozenset[str], cache: Path | None) -> NativeCausalLM:
     if weights not in WEIGHT_FORMATS:
         raise UsageError(f"unknown weight format {weights!r}: known: {', '.join(WEIGHT_FORMATS)}")
     attention = get_backend(backend, device=device)
     attention.check(device=torch.device(device), dtype=dtype)
     fetch = _fetcher(shape, lookup)
-    dense = dense_linear_class(linear_kernel, device, dtype)
-
-    def make_linear(w: torch.Tensor, b: torch.Tensor | None):  # w [out, in], b [out]
-        if weights == "int8":
-            return make_int8_linear(w, b, device=device)
-        return dense(w, b, device=device, dtype=dtype)
+    kernels, make_linear = _linear_maker(shape, device=device, dtype=dtype, weights=weights,
+                                         linear_kernel=linear_kernel, disabled=disabled, cache=cache)
 
     def linear(prefix: str, names: tuple[str, ...]):
         ws = [fetch(f"{prefix}{n}.weight") for n in names]  # [out_n, in] each
@@ -236,8 +242,38 @@ def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, d
     embed = fetch("model.embed_tokens.weight")  # [V, hidden]
     lm_head = make_linear(embed if shape.tie_word_embeddings else fetch("lm_head.weight"), None)
     embed = embed.to(device=device, dtype=dtype)
+    kernels["attention"] = attention.name
     return NativeCausalLM(shape, layers, embed=embed, norm=vector("model.norm.weight"), lm_head=lm_head,
-                          backend=attention, device=device, dtype=dtype, weights=weights)
+                          backend=attention, device=device, dtype=dtype, weights=weights, kernels=kernels)
+
+
+def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kernel: str, disabled: frozenset[str],
+                  cache: Path | None) -> tuple[dict, Callable]:
+    """(what the manifest records of the kernels, the function making each projection)."""
+    if weights == "int8":
+        name = int8_kernel_name(device, disabled=disabled)
+        return {"linear": name}, lambda w, b: make_int8_linear(w, b, device=device, kernel=name)
+    choice = select_dense_kernel(linear_kernel, device, dtype, shapes=projection_shapes(shape),
+                                 allow_split=_room_for_two_layouts(shape, dtype), disabled=disabled, cache_path=cache)
+    return ({"linear": choice.name, "linear_probe": choice.describe()},
+            lambda w, b: make_dense(choice, w, b, device=device, dtype=dtype))
+
+
+def projection_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """(in, out) of one layer's fused projections and the lm_head: the shapes a probe times."""
+    qkv_out = (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim
+    return [(shape.hidden, qkv_out), (shape.num_heads * shape.head_dim, shape.hidden),
+            (shape.hidden, 2 * shape.intermediate), (shape.intermediate, shape.hidden), (shape.hidden, shape.vocab)]
+
+
+def _room_for_two_layouts(shape: ModelShape, dtype: torch.dtype) -> bool:
+    """Two layouts of the dense weights only where a second copy takes under a quarter of free memory."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            free_kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return shape.num_params() * dtype.itemsize < free_kib * 1024 / 4
 
 
 def _fetcher(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None]) -> Callable[[str], torch.Tensor]:

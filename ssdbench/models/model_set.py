@@ -118,7 +118,15 @@ class ModelSet:
 
         dtype = torch_dtype(self.config.dtype)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
+        from ssdbench.kernels.probe import default_cache_path
+
         return build_native_model(
             load_config(source), state, device=self.device, dtype=dtype,
             backend=self.config.attention, weights="int8" if int8 else "fp32",
+            linear_kernel=self.config.linear_kernel, kernel_cache=default_cache_path(),
         )
+
+    def kernels_used(self) -> dict:
+        """Per built native model ("target", "draft"): the kernels it actually runs."""
+        return {role: model.kernel_names() for (role, engine), model in self._cache.items()
+                if engine == "native" and hasattr(model, "kernel_names")}

@@ -12,6 +12,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
@@ -105,6 +106,54 @@ def measure_read_bandwidth_gbs(device: str = "cpu", *, size_mib: int = 256, repe
     if cache_path is not None:
         _write_cache(cache_path, key, value)
     return value
+
+
+@dataclass(frozen=True)
+class BandwidthReading:
+    """A steady read bandwidth: the median pass over several sizes, with the spread of the passes."""
+
+    gbs: float
+    p10_gbs: float
+    p90_gbs: float
+    num_passes: int
+    sizes_mib: tuple[int, ...]
+    threads: int
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+STEADY_SIZES_MIB = (64, 128, 256)  # each beyond a server's last-level cache share; the reading is their median
+STEADY_BUDGET_MS = 300.0
+
+
+def measure_steady_read_bandwidth(device: str = "cpu", *, sizes_mib: tuple[int, ...] = STEADY_SIZES_MIB,
+                                  budget_ms: float = STEADY_BUDGET_MS, min_passes: int = 3) -> BandwidthReading:
+    """Read bandwidth in GB/s as the median of many timed passes, within about `budget_ms`.
+
+    Each size is warmed up once (pages touched, threads started), then summed repeatedly for
+    its share of the budget (at least `min_passes` times). One pass is easily disturbed by
+    another process, so the reading is a median and the 10th-90th percentile spread is kept
+    beside it. Run it where the measured role runs (same pinning and thread count).
+    """
+    import torch
+
+    if not sizes_mib or budget_ms <= 0 or min_passes <= 0:
+        raise ValueError(f"need sizes, a positive budget and passes, got {sizes_mib}, {budget_ms}, {min_passes}")
+    dev = torch.device(device)
+    rates = []
+    for size in sizes_mib:
+        tensor = torch.ones(size * 2**20 // 4, dtype=torch.float32, device=dev)  # touches pages
+        _time_sum_s(tensor, dev)  # warm-up
+        spent_s, passes = 0.0, 0
+        while passes < min_passes or spent_s * 1e3 < budget_ms / len(sizes_mib):
+            seconds = _time_sum_s(tensor, dev)
+            spent_s, passes = spent_s + seconds, passes + 1
+            rates.append(tensor.numel() * tensor.element_size() / seconds / 1e9)
+        del tensor
+    deciles = statistics.quantiles(rates, n=10) if len(rates) > 1 else rates * 9
+    return BandwidthReading(gbs=statistics.median(rates), p10_gbs=deciles[0], p90_gbs=deciles[-1],
+                            num_passes=len(rates), sizes_mib=tuple(sizes_mib), threads=torch.get_num_threads())
 
 
 def bandwidth_utilisation(bytes_per_step: float, steps_per_s: float,

@@ -32,6 +32,7 @@ FAIRNESS: tuple[tuple[str, Callable[[dict], object]], ...] = (
     ("model weights", lambda m: m.get("model_hashes")),
     ("dtype", lambda m: (m.get("config") or {}).get("dtype")),
     ("attention backend", lambda m: m.get("attention_backend")),
+    ("kernels", lambda m: m.get("kernels")),  # what each role ran, as probed (absent in older runs)
     ("hardware", _hardware),
     ("suite content", lambda m: (m.get("suite") or {}).get("sha256")),
 )

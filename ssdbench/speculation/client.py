@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 
@@ -34,6 +35,8 @@ class DraftServer:
         self.process.start()
         if not self.box.wait_for(mb.STATUS, mb.STATUS_OK, is_alive=self._alive_and_starting, timeout_s=START_TIMEOUT_S):
             self._raise("the draft process did not start")
+        self.kernels = json.loads(self.box.read_error() or "{}")  # what the draft process runs on
+        self.box.write_error("")
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -7,6 +7,7 @@ It never outlives the verifier: it exits when the parent disappears, and ignores
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import time
@@ -32,6 +33,7 @@ class DraftSpec:
     device: str
     cores: tuple[int, ...] | None
     attention: str
+    linear_kernel: str
     lookahead: int
     fan_out: FanOut
     backup: str
@@ -49,6 +51,7 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
         box.ctrl[mb.STATUS] = mb.STATUS_ERROR
         return
     speculator.on_event = _record_to(box)
+    box.write_error(json.dumps(speculator.draft.kernel_names()))  # the start-up report; read before any error
     box.ctrl[mb.STATUS] = mb.STATUS_OK
     try:
         _loop(box, speculator)
@@ -59,6 +62,7 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
 
 
 def _build_speculator(spec: DraftSpec):
+    from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.llama import build_native_model
     from ssdbench.models.model_set import torch_dtype
     from ssdbench.models.source import resolve_model
@@ -70,7 +74,8 @@ def _build_speculator(spec: DraftSpec):
     source = resolve_model(spec.model_path)
     draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
                                dtype=torch_dtype(spec.dtype), backend=spec.attention,
-                               weights="int8" if spec.int8 else "fp32")
+                               weights="int8" if spec.int8 else "fp32", linear_kernel=spec.linear_kernel,
+                               kernel_cache=default_cache_path())
     draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
     draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
     pin_current_process(Placement(spec.device, spec.device, spec.cores))

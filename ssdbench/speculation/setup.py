@@ -55,6 +55,6 @@ def draft_spec(config: RunConfig, models: ModelSet, draft: Placement, fan_out: F
     source = models.target_source if config.draft == SELF_INT8 else models.draft_source
     return DraftSpec(
         model_path=str(source.path), int8=config.draft == SELF_INT8, dtype=config.dtype, device=draft.device,
-        cores=draft.cores, attention=config.attention, lookahead=config.k, fan_out=fan_out, backup=config.backup,
+        cores=draft.cores, attention=config.attention, linear_kernel=config.linear_kernel, lookahead=config.k, fan_out=fan_out, backup=config.backup,
         saguaro_c=config.saguaro_c, seed=config.seed,
     )

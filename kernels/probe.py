@@ -1,0 +1,187 @@
+"""Choosing dense kernels by trying them: what runs here, and what is fastest for the shapes at hand.
+
+No kernel is assumed to work from the CPU's name: oneDNN's packed bf16 path needs AVX-512
+(or AVX-NE-CONVERT) and raises elsewhere; its packed fp32 path is fast for several rows
+but, on some CPUs, several times slower than `x @ w_t` for one row. So each candidate is
+first run once on a tiny input and checked against a float64 reference (it must work and
+be right), then timed on the model's own projection shapes at one row (a decode step) and
+at several rows (a verify, a batch, a tree step). The cheapest kernel for each row count
+wins; when one kernel wins for one row and another for many, the linear keeps the weight
+in both layouts and dispatches on the row count (twice the dense weights' memory, so only
+where the caller allows it).
+
+Timings are noisy on a loaded machine, so a choice is cached per host, CPU, thread count,
+dtype and shapes (`$XDG_CACHE_HOME/ssdbench/kernels.json`): runs on one machine use the
+same kernels and stay comparable. The trials are recorded in the run manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ssdbench.records.manifest import cpu_model
+
+TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
+PROBE_ROWS = (1, 2, 4, 8)  # a decode step up to a verify of K+1 = 8 rows (oneDNN's packing is tuned for ~8)
+MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
+PROBE_REPEATS = 7
+CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
+
+
+@dataclass(frozen=True)
+class KernelTrial:
+    """One candidate's result: whether it ran correctly, and its median ms per call at each row count."""
+
+    kernel: str
+    works: bool
+    reason: str = ""
+    ms_by_rows: tuple[tuple[int, float], ...] = ()
+
+    def ms(self, rows: int) -> float:
+        return dict(self.ms_by_rows)[rows]
+
+
+@dataclass(frozen=True)
+class DenseChoice:
+    """The kernel for calls of fewer than `split_rows` rows, the kernel for the rest, and the evidence."""
+
+    few: str
+    many: str
+    split_rows: int
+    trials: tuple[KernelTrial, ...]
+
+    @property
+    def name(self) -> str:
+        return self.few if self.few == self.many else f"{self.few}<{self.split_rows}rows<={self.many}"
+
+    def describe(self) -> dict:
+        return {"chosen": self.name, "few_rows": self.few, "many_rows": self.many, "split_rows": self.split_rows,
+                "trials": [asdict(t) for t in self.trials]}
+
+
+Factory = Callable[[torch.Tensor, torch.Tensor | None], Callable[[torch.Tensor], torch.Tensor]]
+
+
+def check_kernel(name: str, make: Factory, *, device, dtype: torch.dtype) -> KernelTrial:
+    """Run `make`'s linear once on a tiny input; it works if it runs and matches a float64 reference."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(TINY_OUT, TINY_IN, generator=gen)  # [out, in]
+    b = torch.randn(TINY_OUT, generator=gen)  # [out]
+    x = torch.randn(1, TINY_ROWS, TINY_IN, generator=gen)  # [1, rows, in]
+    want = torch.nn.functional.linear(x.double(), w.double(), b.double())  # [1, rows, out]
+    try:
+        got = make(w, b)(x.to(device=device, dtype=dtype)).double().cpu()
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
+        return KernelTrial(name, works=False, reason=_one_line(err))
+    tolerance = 0.05 if dtype in (torch.bfloat16, torch.float16) else 1e-3
+    error = float(((got - want).abs().max() / want.abs().max()))
+    if not error <= tolerance:
+        return KernelTrial(name, works=False, reason=f"wrong result: max relative error {error:.3g}")
+    return KernelTrial(name, works=True)
+
+
+def time_kernel(trial: KernelTrial, make: Factory, shapes: Sequence[tuple[int, int]], *, device,
+                dtype: torch.dtype, rows: Iterable[int] = PROBE_ROWS) -> KernelTrial:
+    """Median ms for one call over every shape (in_features, out_features) at each row count."""
+    gen = torch.Generator().manual_seed(1)
+    linears = [make(torch.randn(o, i, generator=gen), None) for i, o in _capped(shapes)]
+    timed = []
+    for r in rows:
+        xs = [torch.randn(1, r, i, generator=gen).to(device=device, dtype=dtype) for i, _ in _capped(shapes)]
+        timed.append((r, _median_ms(lambda: [f(x) for f, x in zip(linears, xs)], device)))
+    return KernelTrial(trial.kernel, works=True, ms_by_rows=tuple(timed))
+
+
+def choose(trials: Sequence[KernelTrial], *, rows: Sequence[int] = PROBE_ROWS) -> DenseChoice:
+    """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
+
+    The switch is the fewest probed rows from which the many-rows kernel wins at every larger
+    count too; a near-tie goes to the earlier candidate.
+    """
+    working = [t for t in trials if t.works]
+    if not working:
+        reasons = "; ".join(f"{t.kernel}: {t.reason}" for t in trials)
+        raise RuntimeError(f"no dense linear kernel works here ({reasons})")
+    if not all(t.ms_by_rows for t in working):  # untimed (a single candidate): nothing to choose
+        return DenseChoice(working[0].kernel, working[0].kernel, min(rows), tuple(trials))
+    winners = [(r, _fastest(working, r)) for r in sorted(rows)]
+    few, many = winners[0][1], winners[-1][1]
+    split = min(r for r, _ in winners if all(w == many for r2, w in winners if r2 >= r))
+    return DenseChoice(few, many, split, tuple(trials))
+
+
+def _fastest(working: Sequence[KernelTrial], rows: int) -> str:
+    best = min(t.ms(rows) for t in working)
+    return next(t.kernel for t in working if t.ms(rows) <= best * CLOSE_ENOUGH)
+
+
+def _capped(shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Shapes scaled down (out first) to at most MAX_PROBE_ELEMENTS weights, so a 70B probe stays cheap."""
+    return [(i, max(1, min(o, MAX_PROBE_ELEMENTS // i))) for i, o in shapes]
+
+
+def _median_ms(call: Callable[[], object], device) -> float:
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    call()  # warm-up: first calls pay one-off set-up
+    sync()
+    times = []
+    for _ in range(PROBE_REPEATS):
+        start = time.perf_counter()
+        call()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+
+
+# ---- the per-machine cache of choices ----
+
+def default_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ssdbench" / "kernels.json"
+
+
+def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], candidates: Sequence[str]) -> str:
+    """Host, processor, threads, dtype, shapes and candidates: what a choice depends on."""
+    dev = torch.device(device)
+    what = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_model()}|threads={torch.get_num_threads()}"
+    return f"{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
+
+
+def read_cached(path: Path, key: str) -> DenseChoice | None:
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))[key]
+        trials = tuple(KernelTrial(t["kernel"], t["works"], t["reason"], tuple(map(tuple, t["ms_by_rows"])))
+                       for t in entry["trials"])
+        return DenseChoice(entry["few_rows"], entry["many_rows"], int(entry["split_rows"]), trials)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_cached(path: Path, key: str, choice: DenseChoice) -> None:
+    """Best effort, atomically: a cache that cannot be written only costs a new probe."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        entries = entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        entries = {}
+    entries[key] = choice.describe()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass

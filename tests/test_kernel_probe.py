@@ -1,0 +1,139 @@
+"""The kernel probe: a kernel is used only if it runs and is right here, each path can be forced off,
+and what a model runs is what it reports."""
+
+import json
+
+import pytest
+import torch
+
+from ssdbench.errors import UsageError
+from ssdbench.kernels import probe
+from ssdbench.kernels.linear import (MatmulLinear, OnednnLinear, RowSplitLinear, onednn_unavailable_reason,
+                                    select_dense_kernel)
+from ssdbench.models.llama import build_native_model
+from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
+
+SHAPES = [(32, 48), (48, 32)]
+
+
+def test_a_kernel_that_raises_or_is_wrong_is_not_used():
+    def raises(w, b):
+        def call(x):
+            raise RuntimeError("bf16 path needs the cpu support avx512bw\nmore")
+        return call
+
+    def wrong(w, b):
+        return lambda x: x @ w.t() * 1.5
+
+    failed = probe.check_kernel("raises", raises, device="cpu", dtype=torch.float32)
+    assert not failed.works and failed.reason == "RuntimeError: bf16 path needs the cpu support avx512bw"
+    off = probe.check_kernel("wrong", wrong, device="cpu", dtype=torch.float32)
+    assert not off.works and off.reason.startswith("wrong result")
+    right = probe.check_kernel("right", lambda w, b: lambda x: x @ w.t() + b, device="cpu", dtype=torch.float32)
+    assert right.works
+    assert probe.choose([failed, off, right]).name == "right"
+    with pytest.raises(RuntimeError, match="no dense linear kernel works here"):
+        probe.choose([failed, off])
+
+
+def _trial(kernel: str, ms: dict[int, float]) -> probe.KernelTrial:
+    return probe.KernelTrial(kernel, works=True, ms_by_rows=tuple(ms.items()))
+
+
+def test_choice_per_row_count_switches_where_the_many_row_kernel_starts_to_win():
+    fast_one_row = _trial("a", {1: 1.0, 2: 1.5, 4: 3.0, 8: 6.0})
+    flat = _trial("b", {1: 2.0, 2: 2.0, 4: 2.1, 8: 2.2})
+    choice = probe.choose([fast_one_row, flat])
+    assert (choice.few, choice.many, choice.split_rows) == ("a", "b", 4)
+    assert choice.name == "a<4rows<=b"
+    only = probe.choose([flat, _trial("c", {1: 3.0, 2: 3.0, 4: 3.0, 8: 3.0})])
+    assert (only.few, only.many, only.name) == ("b", "b", "b")
+    tie = probe.choose([_trial("x", {1: 1.05, 2: 1, 4: 1, 8: 1}), _trial("y", {1: 1.0, 2: 1, 4: 1, 8: 1})])
+    assert tie.name == "x"  # within 10%: the earlier candidate
+
+
+def test_row_split_linear_dispatches_on_rows():
+    w_few, w_many = torch.randn(6, 4), torch.randn(6, 4)  # [out, in]
+    split = RowSplitLinear(MatmulLinear(w_few, None, device="cpu", dtype=torch.float32),
+                           MatmulLinear(w_many, None, device="cpu", dtype=torch.float32), split_rows=2)
+    one, three = torch.randn(1, 1, 4), torch.randn(1, 3, 4)  # [B, T, in]
+    torch.testing.assert_close(split(one), one @ w_few.t())
+    torch.testing.assert_close(split(three), three @ w_many.t())
+    assert split.nbytes() == 6 * 4 * 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_auto_picks_a_working_kernel_for_every_dtype_on_this_cpu(dtype):
+    choice = select_dense_kernel("auto", "cpu", dtype, shapes=SHAPES)
+    trials = {t.kernel: t for t in choice.trials}
+    assert trials[choice.few].works and trials[choice.many].works
+    onednn_reason = onednn_unavailable_reason("cpu", dtype)
+    if onednn_reason is not None:  # this torch cannot even try it
+        assert not trials["onednn"].works and trials["onednn"].reason == onednn_reason
+    if not trials["onednn"].works:  # e.g. bf16 on an AVX2-only CPU
+        assert choice.name == "matmul"
+
+
+def test_forcing_each_dense_path_off():
+    assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=frozenset({"onednn"})).name == "matmul"
+    no_matmul = frozenset({"matmul"})
+    if onednn_unavailable_reason("cpu", torch.float32) is None:
+        assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=no_matmul).name == "onednn"
+    with pytest.raises(RuntimeError, match="no dense linear kernel works"):
+        select_dense_kernel("auto", "cpu", torch.float16, shapes=SHAPES, disabled=frozenset({"matmul"}))
+
+
+def test_a_named_kernel_that_cannot_run_is_one_usage_error():
+    with pytest.raises(UsageError, match="'onednn' does not work for float32 on cuda: needs a CPU"):
+        select_dense_kernel("onednn", "cuda", torch.float32, shapes=SHAPES)
+    with pytest.raises(UsageError, match="unknown linear kernel"):
+        select_dense_kernel("mkl", "cpu", torch.float32, shapes=SHAPES)
+    make = lambda w, b: OnednnLinear(w, b, device="cpu", dtype=torch.bfloat16)  # noqa: E731
+    bf16 = probe.check_kernel("onednn", make, device="cpu", dtype=torch.bfloat16)
+    if not bf16.works:  # an AVX2-only CPU: asking for it by name says why
+        with pytest.raises(UsageError, match="does not work for bfloat16 on cpu"):
+            select_dense_kernel("onednn", "cpu", torch.bfloat16, shapes=SHAPES)
+
+
+def test_a_choice_is_cached_per_machine(tmp_path):
+    path = tmp_path / "kernels.json"
+    first = select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, cache_path=path)
+    assert path.is_file()
+    again = select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, cache_path=path)
+    assert again == first
+    other_shapes = select_dense_kernel("auto", "cpu", torch.float32, shapes=[(16, 16)], cache_path=path)
+    assert len(json.loads(path.read_text())) == 2 and other_shapes.trials
+
+
+@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"onednn"}), frozenset({"matmul"})])
+def test_models_built_with_a_path_forced_off_match_transformers_and_say_what_they_run(disabled):
+    hf = tiny_hf_model("llama")
+    if "matmul" in disabled and onednn_unavailable_reason("cpu", torch.float32) is not None:
+        pytest.skip("this torch has no oneDNN: matmul is the only dense path")
+    tokens = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(3))  # [B, T]
+    assert_native_matches_hf(hf, tokens, chunk=4, disabled_kernels=disabled)
+    model = native_of(hf, disabled_kernels=disabled)
+    used = model.describe()["kernels"]
+    assert used["attention"] == "sdpa"
+    for name in disabled:
+        assert name not in used["linear"]
+    assert used["linear"] == model.lm_head.name == model.layers[0].qkv.name
+
+
+def test_int8_path_forced_off_uses_the_dequant_kernel():
+    hf = tiny_hf_model("llama")
+    tokens = chain(8)
+    packed_off = native_of(hf, weights="int8", disabled_kernels=frozenset({"int8pack_mm"}))
+    assert packed_off.describe()["kernels"]["linear"] == "int8_dequant"
+    default = native_of(hf, weights="int8")
+    assert default.describe()["kernels"]["linear"] in ("int8pack_mm", "int8_dequant")
+    a, b = packed_off.forward(tokens, tokens), default.forward(tokens, tokens)
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.8
+
+
+def test_bf16_model_runs_on_this_cpu_whatever_its_instruction_set():
+    hf = tiny_hf_model("llama")
+    model = build_native_model(hf.config, hf.state_dict(), dtype=torch.bfloat16)
+    model.allocate(1, 16)
+    logits = model.forward(chain(6), chain(6))
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
