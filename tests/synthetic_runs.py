@@ -61,6 +61,7 @@ def base_manifest(**overrides) -> dict:
         "config": {"dtype": "float32", "temperature": 0.0, "seed": 0, "k": 4, "suite": SUITE},
         "suite": {"name": SUITE, "sha256": "5" * 64},
         "attention_backend": "sdpa",
+        "kernels": {"target": {"linear": "matmul", "attention": "sdpa", "dtype": "float32"}},
         "environment": {"cpu": {"model": "Synthetic CPU"}, "gpus": {"available": False}},
         "model_hashes": {"target": {"model.safetensors": SYNTHETIC_HASH}},
     }

@@ -90,6 +90,7 @@ def test_sampled_outputs_are_not_compared(tmp_path):
     ({"model_hashes": {"target": {"model.safetensors": "b" * 64}}}, "model weights"),
     ({"config": {"dtype": "bfloat16"}}, "dtype"),
     ({"attention_backend": "flash"}, "attention backend"),
+    ({"kernels": {"target": {"linear": "matmul<2rows<=onednn"}}}, "kernels"),
     ({"environment": {"cpu": {"model": "Other CPU"}}}, "hardware"),
     ({"environment": {"gpus": {"devices": [{"name": "NVIDIA H200"}]}}}, "hardware"),
     ({"suite": {"sha256": "6" * 64}}, "suite content"),
