@@ -1,5 +1,5 @@
 """Round trip of SSD's channel: the shared-memory mailbox (what ssdbench uses) against
-torch.distributed gloo send/recv (DESIGN 4.1's measured alternative), between two processes
+torch.distributed gloo send/recv (docs/DESIGN.md §5.2's measured alternative), between two processes
 pinned to one core each, for a small message and for 4 q-rows of SmolLM2's vocabulary."""
 import os
 import statistics

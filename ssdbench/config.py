@@ -42,7 +42,7 @@ class RunConfig:
     data_dir: Path | None = None
     out: Path | None = None
     allow_download: bool = False
-    # SSD (DESIGN.md section 4)
+    # SSD (docs/DESIGN.md §5)
     target_device: str | None = None  # None: --device, or one core of two when ssd runs on CPU
     draft_device: str | None = None
     fan_out: str = "auto"

@@ -26,7 +26,7 @@ FanOut = Annotated[Optional[int], typer.Option("--fan-out", help="SSD branches p
 Acceptance = Annotated[str, typer.Option("--acceptance", help="Tokens per round from the fitted per-token acceptance a ('fit') or the measured pooled acceptance length ('pooled').")]
 
 FOOTNOTE = ("Measured: a (fitted per-token acceptance), acceptance length, hit rate, round costs and the measured "
-            "speedup, all from the run's records. Modelled: 'predicted' speedups (DESIGN 4.6 formulas on the measured "
+            "speedup, all from the run's records. Modelled: 'predicted' speedups (docs/DESIGN.md §7.5 formulas on the measured "
             "inputs) and every time and rate in the projection table (roofline over datasheet figures × efficiency; "
             "tensor-parallel communication and kernel-launch overheads ignored). Tokens/round there are the run's.")
 

@@ -1,4 +1,4 @@
-"""The one round loop every method shares: propose, verify, commit (DESIGN.md section 2)."""
+"""The one round loop every method shares: propose, verify, commit (docs/DESIGN.md §2)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `ModelShape` is everything the native engine needs to lay out and run a model: read from
 a transformers config (`ModelShape.from_hf_config`) or taken from `KNOWN_SHAPES`, the
-published configs of the models in DESIGN.md 4.7, which lets the engine build
+published configs of the models in docs/DESIGN.md §4.5, which lets the engine build
 random-weight models of real size where no weights can be had.
 """
 
@@ -185,7 +185,7 @@ def _qwen3(layers: int, hidden: int, heads: int, mlp: int, *, tied: bool) -> Mod
                       has_qk_norm=True, max_position=40960, model_type="qwen3")
 
 
-# Published configs (DESIGN.md 4.7); rope and eps from the models' config.json files.
+# Published configs (docs/DESIGN.md §4.5); rope and eps from the models' config.json files.
 KNOWN_SHAPES: dict[str, ModelShape] = {
     "llama-3.1-70b": _llama31(80, 8192, 64, 28672, factor=8.0, tied=False),
     "llama-3.1-8b": _llama31(32, 4096, 32, 14336, factor=8.0, tied=False),

@@ -1,4 +1,4 @@
-"""Predict and project decoding speed from a run's records (DESIGN.md 4.6, 4.7).
+"""Predict and project decoding speed from a run's records (docs/DESIGN.md §7.5).
 
 This module turns one run into the measured inputs of the theory — per-token acceptance,
 acceptance length, SSD hit rate, per-round costs — and predicts each variant's speedup

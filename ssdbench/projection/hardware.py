@@ -1,4 +1,4 @@
-"""Datasheet figures of the GPUs a run can be projected onto (DESIGN.md 4.7).
+"""Datasheet figures of the GPUs a run can be projected onto (docs/DESIGN.md §7.5).
 
 Bandwidth in TB/s (10^12 bytes/s), dense bf16 peak in TFLOP/s, memory in GB (10^9 bytes).
 These are datasheet numbers, not measurements; the cost model scales them by an

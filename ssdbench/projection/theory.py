@@ -1,4 +1,4 @@
-"""Speculative-decoding theory (DESIGN.md 4.3, 4.6): the SD and SSD speedup formulas, and
+"""Speculative-decoding theory (docs/DESIGN.md §5.5, §7.5): the SD and SSD speedup formulas, and
 the quantities they need fitted from a run's records.
 
 - per-token acceptance a: every draft position i that verification reached is one

@@ -76,7 +76,7 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
 
 
 def model_check_table(rows: list[dict]) -> Table:
-    """DESIGN 4.6's formulas (Theorem 7 for ssd) fed this run's acceptance, hit rate and round costs."""
+    """docs/DESIGN.md §7.5's formulas (Theorem 7 for ssd) fed this run's acceptance, hit rate and round costs."""
     table = Table(title="Speedup predicted from measured acceptance, hits and costs vs measured (gap > 15% flagged)",
                   title_justify="left")
     for name in ("method", "K", "accept/token", "hit rate", "predicted", "measured", "gap"):

@@ -1,4 +1,4 @@
-"""The acceptance rule of speculative decoding (DESIGN.md section 3): one pure tensor function.
+"""The acceptance rule of speculative decoding (docs/DESIGN.md §3): one pure tensor function.
 
 p is the target's distribution, q the draft's. Every proposal carries the exact q its
 tokens were drawn from; a proposal that was not sampled carries a point mass (one-hot q).

@@ -1,4 +1,4 @@
-"""Saguaro sampling (DESIGN.md 4.4): draw drafts from q' that down-weights the draft's top-F.
+"""Saguaro sampling (docs/DESIGN.md §5.7): draw drafts from q' that down-weights the draft's top-F.
 
 The top-F tokens are the ones the speculator caches as bonus candidates; moving mass away
 from them puts the residual max(0, p - q') on cached tokens (hit rate up) at some cost in

@@ -1,4 +1,4 @@
-"""Proposals for rows whose outcome the speculation cache did not foresee (DESIGN.md 4.5)."""
+"""Proposals for rows whose outcome the speculation cache did not foresee (docs/DESIGN.md §5.6)."""
 
 from __future__ import annotations
 

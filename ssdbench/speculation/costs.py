@@ -1,7 +1,7 @@
 """Measured costs on the draft side, for sizing the tree and choosing a backup per round.
 
 Everything is an exponential moving average of what this server has timed itself, so
-the choices follow the hardware actually in use (DESIGN.md 4.2 and 4.5).
+the choices follow the hardware actually in use (docs/DESIGN.md §5.5 and §5.6).
 """
 
 from __future__ import annotations
