@@ -96,7 +96,7 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
-             "kernels": {**models.kernels_used(), **recorder.kernels}}
+             "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes()}
     if recorder.events and config.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None

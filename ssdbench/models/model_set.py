@@ -128,5 +128,13 @@ class ModelSet:
 
     def kernels_used(self) -> dict:
         """Per built native model ("target", "draft"): the kernels it actually runs."""
-        return {role: model.kernel_names() for (role, engine), model in self._cache.items()
-                if engine == "native" and hasattr(model, "kernel_names")}
+        return {role: model.kernel_names() for role, model in self._native_models()}
+
+    def kernel_probes(self) -> dict:
+        """Per built native model: the probe's trials behind its dense kernel (absent for int8 weights)."""
+        return {role: model.kernels["linear_probe"] for role, model in self._native_models()
+                if "linear_probe" in model.kernels}
+
+    def _native_models(self) -> list:
+        return [(role, model) for (role, engine), model in self._cache.items()
+                if engine == "native" and hasattr(model, "kernel_names")]
