@@ -37,6 +37,7 @@ def prepare_workload(config: RunConfig, models: ModelSet):
     )
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
+            "text_fields": suite.text_fields(len(prompts)),
             "chat_template": describe_template(tokenizer, config.chat_template)}
     return workload, info
 
@@ -66,7 +67,8 @@ def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict
     if "ssd" in config.methods:
         policy = fan_out_policy(config)
         manifest["ssd"] = {"fan_out": policy.description, "after_hit": list(policy.after_hit),
-                           "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c}
+                           "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c,
+                           "round_timeout_s": config.round_timeout_s}
     return manifest
 
 
@@ -130,10 +132,13 @@ def validate(config: RunConfig) -> None:
 
     load_suite(config.suite, data_dir=config.data_dir)
     get_backend(config.attention)
-    if "ssd" in config.methods:
-        from ssdbench.speculation.setup import fan_out_policy, placements
+    from ssdbench.speculation.setup import fan_out_policy, placements
 
-        placements(config)
+    placements(config)  # devices and cores exist here, and ssd's two roles do not share cores
+    if "ssd" in config.methods:
+        from ssdbench.speculation.mailbox import check_store_order
+
+        check_store_order()
         fan_out_policy(config)
 
 
@@ -142,6 +147,7 @@ def prepare(config: RunConfig) -> tuple[ModelSet, Workload, dict]:
     models = ModelSet(config)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
     models.check_vocabularies()
+    models.check_weights()
     workload, suite_info = prepare_workload(config, models)
     return models, workload, suite_info
 
