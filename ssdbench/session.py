@@ -126,18 +126,20 @@ def _gpu_roles(device: str) -> dict[int, str]:
 
 
 def validate(config: RunConfig) -> None:
-    """Everything that can be checked without loading a model: suite, attention backend, ssd settings."""
+    """Everything that can be checked without loading a model: suite, attention backend, output directory,
+    devices and cores, ssd settings."""
     from ssdbench.kernels.registry import get_backend
+    from ssdbench.records.writer import refuse_inside_run
+    from ssdbench.speculation.mailbox import check_store_order
+    from ssdbench.speculation.setup import fan_out_policy, placements
     from ssdbench.suites import load_suite
 
     load_suite(config.suite, data_dir=config.data_dir)
     get_backend(config.attention)
-    from ssdbench.speculation.setup import fan_out_policy, placements
-
+    if config.out is not None:
+        refuse_inside_run(config.out)  # checked again when the directory is claimed
     placements(config)  # devices and cores exist here, and ssd's two roles do not share cores
     if "ssd" in config.methods:
-        from ssdbench.speculation.mailbox import check_store_order
-
         check_store_order()
         fan_out_policy(config)
 

@@ -39,6 +39,12 @@ def test_ssd_roles_sharing_cores_are_refused(tiny, tmp_path, target, draft):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.skipif(len(CORES) < 2, reason="the default split needs two cores")
+def test_a_target_on_the_default_draft_cores_says_the_draft_was_the_default(tiny, tmp_path):
+    result = run(tiny, tmp_path / "run", "--methods", "ar,ssd", "--target-device", f"cpu:{CORES[-1]}")
+    assert_one_line_error(result, "share core", f"--draft-device cpu:{CORES[-1]} (the default)")
+
+
 @pytest.mark.parametrize("flag", ["--target-device", "--draft-device"])
 @pytest.mark.parametrize("value, fragment", [
     ("cpu:", "names no cores"),

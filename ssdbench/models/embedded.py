@@ -100,7 +100,8 @@ def _convert_checked(gguf: Path, folder: Path) -> None:
         _convert_into(gguf, folder)
     except (ValueError, KeyError, IndexError, EOFError, struct.error) as err:  # gguf's reader on bad bytes
         message = (str(err).strip().splitlines() or [""])[0]
-        raise UsageError(f"cannot convert GGUF file {gguf}: {type(err).__name__}: {message} "
+        kind = "struct.error" if isinstance(err, struct.error) else type(err).__name__
+        raise UsageError(f"cannot convert GGUF file {gguf}: {kind}: {message} "
                          "(truncated, damaged, or an architecture transformers cannot read)") from None
 
 

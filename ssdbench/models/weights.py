@@ -83,7 +83,7 @@ def load_config(source: ModelSource):
     try:
         return AutoConfig.from_pretrained(str(source.path), trust_remote_code=source.trust_remote_code)
     except (OSError, ValueError) as err:  # an unknown model_type, a malformed config.json
-        raise UsageError(f"cannot read {source.path / 'config.json'}: {_first_line(err)}") from None
+        raise UsageError(f"cannot read {source.path / 'config.json'}: {_one_line(err)}") from None
 
 
 def load_tokenizer(source: ModelSource):
@@ -93,11 +93,13 @@ def load_tokenizer(source: ModelSource):
     try:
         return AutoTokenizer.from_pretrained(str(source.path), trust_remote_code=source.trust_remote_code)
     except (OSError, ValueError) as err:  # no or damaged tokenizer files
-        raise UsageError(f"cannot load the tokenizer of {source.path}: {_first_line(err)}") from None
+        raise UsageError(f"cannot load the tokenizer of {source.path}: {_one_line(err)}") from None
 
 
-def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+def _one_line(err: Exception, limit: int = 300) -> str:
+    """transformers' messages span lines (and name every file tried): one line, cut at `limit` characters."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def load_state_dict(source: ModelSource, *, dtype: torch.dtype, device: str = "cpu") -> dict[str, torch.Tensor]:

@@ -42,18 +42,23 @@ def parse_placement(spec: str, *, flag: str) -> Placement:
     if not colon:
         return Placement(spec, "cpu", None)
     if not rest.strip():  # "cpu:" would silently mean "unpinned"; say which was meant
-        raise UsageError(f"{flag} {spec}: names no cores; use cpu (unpinned) or cpu:CORES (e.g. cpu:0-3)")
+        raise UsageError(f"{flag} '{spec}' names no cores; use cpu (unpinned) or cpu:CORES (e.g. cpu:0-3)")
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     cores = _parse_cores(rest, flag=flag, spec=spec, available=available)
     return Placement(spec, "cpu", cores)
 
 
-def check_disjoint(target: Placement, draft: Placement) -> None:
-    """ssd's two processes pinned to shared cores would contend for them and time each other's work."""
+def check_disjoint(target: Placement, draft: Placement, *, given: tuple[bool, bool] = (True, True)) -> None:
+    """ssd's two processes pinned to shared cores would contend for them and time each other's work.
+
+    `given`: whether the user typed each placement (else it is the default, and the message says so).
+    """
     shared = sorted(set(target.cores or ()) & set(draft.cores or ()))
     if shared:
-        raise UsageError(f"--target-device {target.spec} and --draft-device {draft.spec} share core(s) "
-                         f"{_span(shared)}: ssd runs target and draft concurrently, each on its own cores")
+        names = [f"--{role}-device {p.spec}" + ("" if typed else " (the default)")
+                 for role, p, typed in (("target", target, given[0]), ("draft", draft, given[1]))]
+        raise UsageError(f"{names[0]} and {names[1]} share core(s) {_span(shared)}: ssd runs target and draft "
+                         "concurrently, each on its own cores")
 
 
 def _parse_cores(text: str, *, flag: str, spec: str, available: list[int]) -> tuple[int, ...]:

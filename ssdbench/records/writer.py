@@ -57,12 +57,17 @@ def enclosing_run(path: Path) -> Path | None:
     return None
 
 
-def _claim_directory(out_dir: Path) -> None:
-    """Make `out_dir` (or accept it empty); refuse anything that holds files or lies inside a run."""
+def refuse_inside_run(out_dir: Path) -> None:
+    """A run directory's contents are its records (hashed, compared): no new run may be written into them."""
     run = enclosing_run(out_dir)
-    if run is not None:  # its records would change under it, and a later claim could swallow it
+    if run is not None:
         raise RunDirectoryError(f"refusing to write a run into {out_dir}: it is inside the run directory {run}; "
                                 "choose an --out outside it")
+
+
+def _claim_directory(out_dir: Path) -> None:
+    """Make `out_dir` (or accept it empty); refuse anything that holds files or lies inside a run."""
+    refuse_inside_run(out_dir)
     if out_dir.exists() or out_dir.is_symlink():
         if not out_dir.is_dir():
             raise RunDirectoryError(f"cannot use {out_dir} as a run directory: it exists "

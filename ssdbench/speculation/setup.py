@@ -26,7 +26,7 @@ def placements(config: RunConfig) -> tuple[Placement, Placement]:
     target = parse_placement(config.target_device or default_target, flag="--target-device")
     draft = parse_placement(config.draft_device or default_draft, flag="--draft-device")
     if "ssd" in config.methods:
-        check_disjoint(target, draft)
+        check_disjoint(target, draft, given=(config.target_device is not None, config.draft_device is not None))
     return target, draft
 
 
