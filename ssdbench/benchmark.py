@@ -71,7 +71,7 @@ def _proposer_factory(config, models, workload, method, engine, recorder):
     with_q = config.temperature > 0 or config.effective_draft_temperature > 0
     max_prompt = max(len(t) for t in workload.token_ids)
     with DraftServer(spec, num_rows=config.batch_size, max_prompt=max_prompt, vocab_size=models.vocab_size,
-                     with_q=with_q) as server:
+                     with_q=with_q, round_timeout_s=config.round_timeout_s) as server:
         recorder.kernels["ssd draft process"] = server.kernels
         yield lambda num_rows, generator: RemoteSsdProposer(server, row_sampling(config, num_rows, draft=True, device="cpu"))
         recorder.add_events(method, "draft", server.box.read_events())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,8 +53,11 @@ class RunConfig:
     backup: str = "jit"
     saguaro_c: float = 1.0
     timeline: bool = True  # ssd: draw a few rounds of target and draft on a time line
+    round_timeout_s: float = 120.0  # ssd: a draft alive but silent this long fails the run
+    trust_remote_code: bool = False  # let transformers run Python shipped in a model folder
 
     def __post_init__(self) -> None:
+        _check_finite(self)
         _check_positive("--k", self.k)
         _check_positive("--batch-size", self.batch_size)
         _check_positive("--max-new-tokens", self.max_new_tokens)
@@ -79,6 +83,8 @@ class RunConfig:
         _check_choice("--backup", self.backup, ("jit", "fast", "auto"))
         if not 0 < self.saguaro_c <= 1:
             raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
+        if not self.round_timeout_s > 0:
+            raise UsageError(f"--round-timeout-s must be > 0 seconds, got {self.round_timeout_s}")
         if "ssd" in self.methods and self.draft in MODEL_FREE_DRAFTS:
             raise UsageError("ssd needs a draft model (its speculator drafts trees); --draft ngram has none")
         if "ssd" in self.methods and "native" not in self.engines:
@@ -97,6 +103,21 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+def _check_finite(config: RunConfig) -> None:
+    """inf and nan parse as floats but mean nothing as settings, and would be written into the manifest."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, float):
+            require_finite("--" + field.name.replace("_", "-"), value)
+
+
+def require_finite(flag: str, value: float) -> float:
+    """`value`, or a one-line UsageError for inf / nan."""
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, got {value}")
+    return value
 
 
 def _check_positive(flag: str, value: int) -> None:

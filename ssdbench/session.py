@@ -37,6 +37,7 @@ def prepare_workload(config: RunConfig, models: ModelSet):
     )
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
+            "text_fields": suite.text_fields(len(prompts)),
             "chat_template": describe_template(tokenizer, config.chat_template)}
     return workload, info
 
@@ -66,7 +67,8 @@ def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict
     if "ssd" in config.methods:
         policy = fan_out_policy(config)
         manifest["ssd"] = {"fan_out": policy.description, "after_hit": list(policy.after_hit),
-                           "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c}
+                           "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c,
+                           "round_timeout_s": config.round_timeout_s}
     return manifest
 
 
@@ -126,16 +128,21 @@ def _gpu_roles(device: str) -> dict[int, str]:
 
 
 def validate(config: RunConfig) -> None:
-    """Everything that can be checked without loading a model: suite, attention backend, ssd settings."""
+    """Everything that can be checked without loading a model: suite, attention backend, output directory,
+    devices and cores, ssd settings."""
     from ssdbench.kernels.registry import get_backend
+    from ssdbench.records.writer import refuse_inside_run
+    from ssdbench.speculation.mailbox import check_store_order
+    from ssdbench.speculation.setup import fan_out_policy, placements
     from ssdbench.suites import load_suite
 
     load_suite(config.suite, data_dir=config.data_dir)
     get_backend(config.attention)
+    if config.out is not None:
+        refuse_inside_run(config.out)  # checked again when the directory is claimed
+    placements(config)  # devices and cores exist here, and ssd's two roles do not share cores
     if "ssd" in config.methods:
-        from ssdbench.speculation.setup import fan_out_policy, placements
-
-        placements(config)
+        check_store_order()
         fan_out_policy(config)
 
 
@@ -144,6 +151,7 @@ def prepare(config: RunConfig) -> tuple[ModelSet, Workload, dict]:
     models = ModelSet(config)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
     models.check_vocabularies()
+    models.check_weights()
     workload, suite_info = prepare_workload(config, models)
     return models, workload, suite_info
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from ssdbench.config import RunConfig
 from ssdbench.errors import RunDirectoryError, UsageError
+from ssdbench.records import strict_json
+from ssdbench.records.writer import enclosing_run
 
 INDEX_NAME = "index.json"
 
@@ -73,7 +75,7 @@ def write_index(sweep_dir: Path, base: RunConfig, points: list[SweepPoint], stat
         {**dataclasses.asdict(p), "name": p.name, "run_dir": p.name, "status": statuses.get(p.name, "pending")}
         for p in points]}
     tmp = sweep_dir / f".{INDEX_NAME}.tmp"
-    tmp.write_text(json.dumps(data, indent=2))
+    tmp.write_text(strict_json.dumps(data, indent=2))
     os.replace(tmp, sweep_dir / INDEX_NAME)
 
 
@@ -81,6 +83,9 @@ def prepare_sweep_dir(sweep_dir: Path) -> None:
     """A new or empty folder, or an earlier sweep's folder (resumed); anything else is refused."""
     if sweep_dir.exists() and not sweep_dir.is_dir():
         raise RunDirectoryError(f"--out {sweep_dir} is a file, not a sweep folder")
+    run = enclosing_run(sweep_dir)
+    if run is not None:
+        raise RunDirectoryError(f"--out {sweep_dir} is inside the run directory {run}; choose a folder outside it")
     if sweep_dir.is_dir() and any(sweep_dir.iterdir()) and not (sweep_dir / INDEX_NAME).is_file():
         raise RunDirectoryError(f"--out {sweep_dir} is not empty and holds no {INDEX_NAME}: not a sweep to resume")
     try:

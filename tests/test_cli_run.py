@@ -145,3 +145,23 @@ def test_run_with_ssd_records_hits_and_placements(tiny_target, tmp_path):
 def test_ssd_refuses_the_ngram_draft(tiny_target, tmp_path):
     result = run_cli(*base_args(tiny_target, tmp_path / "run", "--methods", "ssd", "--draft", "ngram"))
     assert_one_line_error(result, "ssd", "ngram")
+
+
+def test_the_prompt_field_used_is_recorded(tiny_target, tmp_path):
+    suite = tmp_path / "mine.jsonl"
+    suite.write_text('{"text": "w1 w2"}\n{"text": "w3", "question": "ignored"}\n{"prompt": "w4", "text": "ignored"}\n"w5"\n')
+    out = tmp_path / "run"
+    result = run_cli("--target", str(tiny_target), "--suite", str(suite), "--max-new-tokens", "3", "--no-chat-template",
+                     "--methods", "ar", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["suite"]["text_fields"] == {"text": 2, "prompt": 1, "string": 1}
+
+
+@pytest.mark.parametrize("line", ['{"content": "w1"}', '{"messages": [{"role": "user", "content": "w1"}]}', "{}"])
+def test_a_line_without_a_prompt_field_is_refused(tiny_target, tmp_path, line):
+    suite = tmp_path / "mine.jsonl"
+    suite.write_text('{"prompt": "w1 w2"}\n' + line + "\n")
+    result = run_cli("--target", str(tiny_target), "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert_one_line_error(result, f"{suite} line 2", "no prompt text", "prompt, text, question, instruction, turns")
+    assert not (tmp_path / "run").exists()

@@ -116,3 +116,61 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def ssd_run(folder: Path, out: Path, *extra: str):
+    from typer.testing import CliRunner
+
+    from ssdbench.cli.main import app
+
+    return CliRunner().invoke(app, ["run", "--target", str(folder), "--suite", "smoke", "--num-prompts", "2",
+                                    "--max-new-tokens", "12", "--no-chat-template", "--methods", "ssd", "--k", "2",
+                                    "--fan-out", "1", "--out", str(out), *extra])
+
+
+def test_a_hung_draft_fails_the_run_after_the_round_timeout(folder, tmp_path, monkeypatch):
+    """The draft process stays alive but stops (SIGSTOP) mid-run: the verifier must not wait forever."""
+    import json
+
+    from cli_checks import assert_one_line_error
+
+    stopped = []
+    original = RemoteSsdProposer.propose
+
+    def stop_the_draft_on_round_three(self, batch):
+        if len(stopped) < 3:
+            stopped.append(self.server.process.pid)
+            if len(stopped) == 3:
+                os.kill(self.server.process.pid, signal.SIGSTOP)
+        return original(self, batch)
+
+    monkeypatch.setattr(RemoteSsdProposer, "propose", stop_the_draft_on_round_three)
+    result = ssd_run(folder, tmp_path / "run", "--round-timeout-s", "1.5")
+    assert_one_line_error(result, "alive but did not answer", "--round-timeout-s 1.5", exit_code=1)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "--round-timeout-s" in manifest["reason"]
+    assert manifest["config"]["round_timeout_s"] == 1.5
+    assert not _alive(stopped[-1]), "the hung draft process was left behind"
+
+
+def test_the_round_timeout_is_recorded(folder, tmp_path):
+    import json
+
+    result = ssd_run(folder, tmp_path / "run")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["round_timeout_s"] == 120.0 and manifest["ssd"]["round_timeout_s"] == 120.0
+
+
+@pytest.mark.parametrize("machine", ["aarch64", "ppc64le", ""])
+def test_ssd_is_refused_where_stores_may_be_reordered(folder, tmp_path, monkeypatch, machine):
+    """The mailbox relies on x86 store order; elsewhere ssd is refused before anything starts (ar and sd still run)."""
+    import platform
+
+    from cli_checks import assert_one_line_error
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    assert_one_line_error(ssd_run(folder, tmp_path / "run"), "x86", machine or "unknown")
+    assert not (tmp_path / "run").exists()
+    if machine == "aarch64":
+        assert ssd_run(folder, tmp_path / "sd", "--methods", "ar,sd").exit_code == 0

@@ -215,6 +215,20 @@ def test_custom_jsonl_every_accepted_form(tmp_path):
         Prompt("my_prompts/4", "instruction field\n\nwith input"),
         Prompt("my_prompts/5", "turn one", category="chat", turns=("turn one", "turn two")),
     )
+    assert [p.text_field for p in suite.prompts] == ["string", "prompt", "text", "question", "instruction+input",
+                                                      "turns"]
+    assert suite.text_fields(3) == {"string": 1, "prompt": 1, "text": 1}
+
+
+def test_field_precedence_prompt_text_question_instruction_turns(tmp_path):
+    fields = ["prompt", "text", "question", "instruction", "turns"]
+    rows = []
+    for start in range(len(fields)):
+        row = {name: (["turn"] if name == "turns" else name) for name in fields[start:]}
+        rows.append(row)
+    suite = load_suite(str(write_jsonl(tmp_path / "p.jsonl", rows)))
+    assert [p.text_field for p in suite.prompts] == fields
+    assert [p.text for p in suite.prompts] == ["prompt", "text", "question", "instruction", "turn"]
 
 
 # --- errors ----------------------------------------------------------------------------

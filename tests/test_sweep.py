@@ -56,6 +56,8 @@ def test_sweep_resumes_after_an_interruption(tiny_target, tmp_path, monkeypatch)
     monkeypatch.setattr(session, "execute", interrupt_third)
     assert sweep(tiny_target, out).exit_code != 0
     assert json.loads((out / calls[2] / "manifest.json").read_text())["status"] == "interrupted"
+    statuses = {p["name"]: p["status"] for p in json.loads((out / "index.json").read_text())["points"]}
+    assert statuses[calls[2]] == "interrupted" and "running" not in statuses.values()  # the index agrees
     done = {p: (out / p / "manifest.json").read_bytes() for p in calls[:2]}
     monkeypatch.setattr(session, "execute", original)
     result = sweep(tiny_target, out)
@@ -73,3 +75,16 @@ def test_sweep_refuses_a_folder_that_is_not_a_sweep(tiny_target, tmp_path):
     (out / "something").write_text("x")
     result = sweep(tiny_target, out)
     assert result.exit_code == 2 and "not a sweep" in result.output
+
+
+def test_a_failed_point_is_marked_failed_in_the_index(tiny_target, tmp_path, monkeypatch):
+    import ssdbench.session as session
+
+    def crash(config, *args, **kwargs):
+        raise RuntimeError("simulated crash in decoding")
+
+    monkeypatch.setattr(session, "execute", crash)
+    out = tmp_path / "sw"
+    assert sweep(tiny_target, out).exit_code == 1
+    points = json.loads((out / "index.json").read_text())["points"]
+    assert [p["status"] for p in points] == ["failed", "absent", "absent", "absent"]

@@ -6,7 +6,6 @@ with --strict, could not be decided), 2 unusable input (one line on stderr).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,6 +13,7 @@ import typer
 
 from ssdbench.cli.errors import reports_errors
 from ssdbench.errors import UsageError
+from ssdbench.records import strict_json
 
 FORMATS = ("table", "markdown", "json")
 _STATUS_STYLE = {"FAIL": "bold red", "insufficient data": "bold yellow", "n/a": "dim"}
@@ -68,7 +68,7 @@ def compare_command(
     if format == "json":
         from ssdbench.report.markdown import to_payload
 
-        typer.echo(json.dumps(to_payload(comparison, verdicts, code), default=str))
+        typer.echo(strict_json.dumps(to_payload(comparison, verdicts, code), default=str))
     elif format == "markdown":
         from ssdbench.report.markdown import to_markdown
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,8 @@ from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
 from ssdbench.errors import UsageError
+from ssdbench.records import strict_json
+from ssdbench.profiling.devices import check_device
 
 METHOD_NOTES = {"ar": "autoregressive: one target forward, one token",
                 "sd": "speculative: draft proposes K, target verifies",
@@ -130,7 +131,7 @@ def ls_command(data_dir: opt.DataDir = None, format: Format = "table") -> None:
         raise UsageError(f"--format must be 'table' or 'json', got {format!r}")
     info = inventory(data_dir)
     if format == "json":
-        typer.echo(json.dumps(info, default=str))
+        typer.echo(strict_json.dumps(info, default=str))
     else:
         _print_inventory(info)
 
@@ -152,24 +153,6 @@ def _available_mib(device) -> float | None:
     return total_memory_mib()
 
 
-def check_device(name: str):
-    """torch.device for `name`, or a one-line UsageError if it cannot be used here."""
-    import torch
-
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device {name!r} is not a device name (cpu, cuda, cuda:1, ...)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {name}: CUDA is not available here (torch {torch.__version__})")
-        if (device.index or 0) >= torch.cuda.device_count():
-            raise UsageError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here")
-    elif device.type != "cpu":
-        raise UsageError(f"--device {name}: ssdbench runs on cpu or cuda")
-    return device
-
-
 def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple[float, float]:
     """(weights, KV cache for one sequence of CONTEXT_TOKENS) in MiB for a model config."""
     from ssdbench.models.shape import ModelShape
@@ -181,16 +164,18 @@ def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple
     return weights / 2**20, kv / 2**20
 
 
-def _resolve_pair(target: str, draft: str):
-    """(target source, draft source or None, draft description); vocabularies checked."""
+def _resolve_pair(target: str, draft: str, *, trust_remote_code: bool):
+    """(target source, draft source or None, draft description); vocabularies, tensor names and shapes checked."""
     from ssdbench.models.model_set import NGRAM, SELF_INT8
     from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import check_same_vocabulary, load_config, load_tokenizer
+    from ssdbench.models.weights import check_same_vocabulary, check_weights_match_config, load_config, load_tokenizer
 
-    target_source = resolve_model(target)
+    target_source = resolve_model(target, trust_remote_code=trust_remote_code)
+    check_weights_match_config(target_source, load_config(target_source))
     if draft in (NGRAM, SELF_INT8):
         return target_source, None, {NGRAM: "n-gram prompt lookup (no model)", SELF_INT8: "int8 copy of the target"}[draft]
-    draft_source = resolve_model(draft)
+    draft_source = resolve_model(draft, trust_remote_code=trust_remote_code)
+    check_weights_match_config(draft_source, load_config(draft_source))
     check_same_vocabulary((load_config(target_source), load_tokenizer(target_source)),
                           (load_config(draft_source), load_tokenizer(draft_source)))
     return target_source, draft_source, f"{draft_source.name} ({draft_source.kind}: {draft_source.path})"
@@ -198,7 +183,8 @@ def _resolve_pair(target: str, draft: str):
 
 @reports_errors
 def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEFAULT_DRAFT,
-                     device: opt.Device = "cpu", dtype: opt.Dtype = "float32") -> None:
+                     device: opt.Device = "cpu", dtype: opt.Dtype = "float32",
+                     trust_remote_code: opt.TrustRemoteCode = False) -> None:
     """Resolve target and draft, check vocabularies and memory; runs nothing."""
     from rich.console import Console
 
@@ -208,7 +194,7 @@ def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEF
     if dtype not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     dev = check_device(device)
-    target_source, draft_source, draft_text = _resolve_pair(target, draft)
+    target_source, draft_source, draft_text = _resolve_pair(target, draft, trust_remote_code=trust_remote_code)
     config = load_config(target_source)
     weights, kv = _memory_mib(config, torch_dtype(dtype))
     draft_weights, draft_kv = (0.0, 0.0)
@@ -228,4 +214,5 @@ def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEF
     console.print(f"memory: target {weights:,.1f} MiB + KV {kv:,.1f} MiB, draft {draft_weights:,.1f} MiB + KV "
                   f"{draft_kv:,.1f} MiB (1 sequence × {CONTEXT_TOKENS} tokens) ≈ {needed:,.1f} MiB needed; "
                   f"{'unknown' if available is None else f'{available:,.0f} MiB'} available")
-    console.print("[green]ok[/]: the pair resolves, shares a vocabulary and fits; nothing was run")
+    console.print("[green]ok[/]: the pair resolves, its weight files are whole and match config.json, it shares a "
+                  "vocabulary and fits; nothing was run")

@@ -41,3 +41,5 @@ FitFrom = Annotated[Optional[Path], typer.Option("--fit-from", help="A previous 
 Backup = Annotated[str, typer.Option("--backup", help="ssd proposal on a cache miss: jit (draft now, verifier waits), fast (n-gram / random, no wait) or auto (per round, from measured costs).")]
 SaguaroC = Annotated[float, typer.Option("--saguaro-c", help="Saguaro sampling: scale the draft's top-F tokens by C in (0, 1] when drafting (1 = off).")]
 Timeline = Annotated[bool, typer.Option("--timeline/--no-timeline", help="With ssd: save timeline.png, a few rounds of verify, draft glue/tree/backup and waits.")]
+RoundTimeout = Annotated[float, typer.Option("--round-timeout-s", help="ssd: fail the run when the draft process, still alive, has not answered a round within this many seconds (hung).")]
+TrustRemoteCode = Annotated[bool, typer.Option("--trust-remote-code", help="Allow a model folder's own Python code (config.json auto_map) to run; off by default, recorded in the manifest.")]

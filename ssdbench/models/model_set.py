@@ -33,7 +33,8 @@ class ModelSet:
     def target_source(self):
         from ssdbench.models.source import resolve_model
 
-        return resolve_model(self.config.target, allow_download=self.config.allow_download)
+        return resolve_model(self.config.target, allow_download=self.config.allow_download,
+                             trust_remote_code=self.config.trust_remote_code)
 
     @cached_property
     def draft_source(self):
@@ -41,7 +42,8 @@ class ModelSet:
             return None
         from ssdbench.models.source import resolve_model
 
-        return resolve_model(self.config.draft, allow_download=self.config.allow_download)
+        return resolve_model(self.config.draft, allow_download=self.config.allow_download,
+                             trust_remote_code=self.config.trust_remote_code)
 
     @cached_property
     def tokenizer(self):
@@ -68,6 +70,16 @@ class ModelSet:
         check_same_vocabulary(
             (self.target_hf_config, self.tokenizer), (load_config(self.draft_source), load_tokenizer(self.draft_source))
         )
+
+    def check_weights(self) -> None:
+        """Tensor names and shapes (from the headers) match each config, before the native engine loads them."""
+        from ssdbench.models.weights import check_weights_match_config, load_config
+
+        if "native" not in self.config.engines:
+            return
+        check_weights_match_config(self.target_source, self.target_hf_config)
+        if self.draft_source is not None:
+            check_weights_match_config(self.draft_source, load_config(self.draft_source))
 
     def target(self, engine: str):
         return self._get(("target", engine), lambda: self._build(self.target_source, engine, int8=False))
@@ -105,7 +117,8 @@ class ModelSet:
     def _load_hf(self, source):
         from ssdbench.models.hf_engine import load_hf_model
 
-        return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.device)
+        return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.device,
+                             trust_remote_code=source.trust_remote_code)
 
     def _build(self, source, engine: str, *, int8: bool):
         if engine == "hf":

@@ -19,9 +19,11 @@ from pathlib import Path
 from ssdbench.errors import ModelNotFoundError, UsageError
 from ssdbench.models.aliases import alias_repo_id, close_names
 from ssdbench.models.embedded import (
-    EMBEDDED_NAMES, converted_folder, embedded_gguf_path, embedded_origin, gguf_model_name,
+    EMBEDDED_NAMES, check_gguf_magic, converted_folder, embedded_gguf_path, embedded_origin, gguf_model_name,
 )
-from ssdbench.models.weights import read_conversion_record, weight_files
+from ssdbench.models.remote_code import check_remote_code
+from ssdbench.models.weights import check_weight_files, read_conversion_record
+from ssdbench.paths import check_reachable
 
 DOWNLOAD_FLAG = "--allow-download"
 # What a download fetches: config, safetensors, tokenizer; never .bin copies or original/*.pth.
@@ -38,9 +40,11 @@ class ModelSource:
     kind: str  # "folder" | "hub-cache" | "gguf" | "embedded"
     path: Path
     origin: str  # where it came from: GGUF file, repo id @ commit, folder
+    trust_remote_code: bool = False  # whether transformers may run the folder's own code
 
 
-def resolve_model(spec: str, *, allow_download: bool = False, cache_dir: Path | str | None = None) -> ModelSource:
+def resolve_model(spec: str, *, allow_download: bool = False, cache_dir: Path | str | None = None,
+                  trust_remote_code: bool = False) -> ModelSource:
     """Resolve `spec` to a local model folder; ModelNotFoundError says where it looked.
 
     `cache_dir` is ssdbench's own cache (converted GGUFs), not the Hugging Face cache, which
@@ -54,13 +58,14 @@ def resolve_model(spec: str, *, allow_download: bool = False, cache_dir: Path | 
         folder = converted_folder(gguf, cache_dir=cache_dir)
         return ModelSource(spec, gguf_model_name(gguf), "embedded", folder, embedded_origin(gguf))
     path = Path(text).expanduser()
+    check_reachable(path, what="model path")
     if path.suffix.lower() == ".gguf":
         return _gguf_source(spec, path, cache_dir=cache_dir)
     if path.is_dir():
-        return _folder_source(spec, path)
+        return _folder_source(spec, path, trust_remote_code=trust_remote_code)
     if path.exists():
         raise UsageError(f"{path.resolve()} is neither a model folder nor a .gguf file")
-    return _hub_source(spec, path, allow_download=allow_download)
+    return _hub_source(spec, path, allow_download=allow_download, trust_remote_code=trust_remote_code)
 
 
 def hub_cache_dir() -> Path:
@@ -76,24 +81,26 @@ def hub_cache_dir() -> Path:
 def _gguf_source(spec: str, path: Path, *, cache_dir: Path | str | None) -> ModelSource:
     if not path.is_file():
         raise ModelNotFoundError(f"model '{spec}' not found: no file {path.resolve()}")
+    check_gguf_magic(path)
     folder = converted_folder(path, cache_dir=cache_dir)
     sha256 = (read_conversion_record(folder) or {}).get("gguf_sha256", "?")
     return ModelSource(spec, gguf_model_name(path), "gguf", folder, f"{path.resolve()} (sha256 {sha256[:12]})")
 
 
-def _folder_source(spec: str, path: Path) -> ModelSource:
+def _folder_source(spec: str, path: Path, *, trust_remote_code: bool) -> ModelSource:
     folder = path.resolve()
-    _check_folder(folder)
-    return ModelSource(spec, _folder_name(folder), "folder", folder, str(folder))
+    _check_folder(folder, trust_remote_code=trust_remote_code)
+    return ModelSource(spec, _folder_name(folder), "folder", folder, str(folder), trust_remote_code)
 
 
-def _check_folder(folder: Path) -> None:
-    """config.json and safetensors weights present, else a one-line UsageError."""
+def _check_folder(folder: Path, *, trust_remote_code: bool) -> None:
+    """config.json and safetensors weights present, no code unless trusted, else a one-line UsageError."""
     if not (folder / "config.json").is_file():
         ggufs = sorted(folder.glob("*.gguf"))
         hint = f"; to use its GGUF file, pass the file itself: {ggufs[0]}" if ggufs else ""
         raise UsageError(f"model folder {folder} has no config.json{hint}")
-    weight_files(folder)
+    check_remote_code(folder, trust_remote_code=trust_remote_code)
+    check_weight_files(folder)
 
 
 def _folder_name(folder: Path) -> str:
@@ -110,7 +117,7 @@ def _split_repo_spec(text: str) -> tuple[str | None, str | None]:
     return repo_id, (revision or None)
 
 
-def _hub_source(spec: str, path: Path, *, allow_download: bool) -> ModelSource:
+def _hub_source(spec: str, path: Path, *, allow_download: bool, trust_remote_code: bool) -> ModelSource:
     repo_id, revision = _split_repo_spec(spec.strip())
     hub_dir = hub_cache_dir()
     if repo_id is None:
@@ -121,9 +128,9 @@ def _hub_source(spec: str, path: Path, *, allow_download: bool) -> ModelSource:
         folder, reason = _download_snapshot(repo_id, revision, hub_dir)
     if folder is None:
         raise ModelNotFoundError(_not_found_message(spec, path, repo_id, hub_dir, reason))
-    _check_folder(folder)
+    _check_folder(folder, trust_remote_code=trust_remote_code)
     origin = f"{repo_id}@{folder.name} in {hub_dir}"
-    return ModelSource(spec, repo_id.split("/")[-1], "hub-cache", folder, origin)
+    return ModelSource(spec, repo_id.split("/")[-1], "hub-cache", folder, origin, trust_remote_code)
 
 
 def _cached_snapshot(repo_id: str, revision: str | None, hub_dir: Path) -> Path | None:

@@ -60,18 +60,46 @@ def weight_files(folder: Path) -> list[Path]:
     raise UsageError(f"model folder {folder} has config.json but no *.safetensors weights")
 
 
+def check_weight_files(folder: Path) -> None:
+    """Every weight file whole and valid safetensors (headers only), else a one-line UsageError."""
+    from ssdbench.models.safetensors_header import read_headers
+
+    read_headers(weight_files(folder))
+
+
+def check_weights_match_config(source: ModelSource, config) -> None:
+    """Tensor names and shapes in the headers are those config.json implies for the native engine."""
+    from ssdbench.models.safetensors_header import check_against_shapes, read_headers
+    from ssdbench.models.shape import ModelShape, hf_param_shapes
+
+    expected = hf_param_shapes(ModelShape.from_hf_config(config))
+    check_against_shapes(read_headers(weight_files(source.path)), expected, folder=source.path)
+
+
 def load_config(source: ModelSource):
     """transformers' config for the folder (a LlamaConfig, Qwen3Config, ...)."""
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(str(source.path))
+    try:
+        return AutoConfig.from_pretrained(str(source.path), trust_remote_code=source.trust_remote_code)
+    except (OSError, ValueError) as err:  # an unknown model_type, a malformed config.json
+        raise UsageError(f"cannot read {source.path / 'config.json'}: {_one_line(err)}") from None
 
 
 def load_tokenizer(source: ModelSource):
     """transformers' tokenizer for the folder, chat template included."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(source.path))
+    try:
+        return AutoTokenizer.from_pretrained(str(source.path), trust_remote_code=source.trust_remote_code)
+    except (OSError, ValueError) as err:  # no or damaged tokenizer files
+        raise UsageError(f"cannot load the tokenizer of {source.path}: {_one_line(err)}") from None
+
+
+def _one_line(err: Exception, limit: int = 300) -> str:
+    """transformers' messages span lines (and name every file tried): one line, cut at `limit` characters."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def load_state_dict(source: ModelSource, *, dtype: torch.dtype, device: str = "cpu") -> dict[str, torch.Tensor]:

@@ -31,30 +31,58 @@ class Placement:
 
 
 def parse_placement(spec: str, *, flag: str) -> Placement:
-    kind, _, rest = spec.partition(":")
+    kind, colon, rest = spec.partition(":")
     if kind == "cuda":
+        from ssdbench.profiling.devices import check_device
+
+        check_device(spec, flag=flag)
         return Placement(spec, spec, None)
     if kind != "cpu":
         raise UsageError(f"{flag}: expected cpu, cpu:CORES or cuda[:N], got '{spec}'")
-    if not rest:
+    if not colon:
         return Placement(spec, "cpu", None)
-    cores = _parse_cores(rest, flag=flag, spec=spec)
+    if not rest.strip():  # "cpu:" would silently mean "unpinned"; say which was meant
+        raise UsageError(f"{flag} '{spec}' names no cores; use cpu (unpinned) or cpu:CORES (e.g. cpu:0-3)")
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    missing = [c for c in cores if c not in available]
-    if missing:
-        raise UsageError(f"{flag} {spec}: core(s) {missing} not available here (available: {available})")
+    cores = _parse_cores(rest, flag=flag, spec=spec, available=available)
     return Placement(spec, "cpu", cores)
 
 
-def _parse_cores(text: str, *, flag: str, spec: str) -> tuple[int, ...]:
+def check_disjoint(target: Placement, draft: Placement, *, given: tuple[bool, bool] = (True, True)) -> None:
+    """ssd's two processes pinned to shared cores would contend for them and time each other's work.
+
+    `given`: whether the user typed each placement (else it is the default, and the message says so).
+    """
+    shared = sorted(set(target.cores or ()) & set(draft.cores or ()))
+    if shared:
+        names = [f"--{role}-device {p.spec}" + ("" if typed else " (the default)")
+                 for role, p, typed in (("target", target, given[0]), ("draft", draft, given[1]))]
+        raise UsageError(f"{names[0]} and {names[1]} share core(s) {_span(shared)}: ssd runs target and draft "
+                         "concurrently, each on its own cores")
+
+
+def _parse_cores(text: str, *, flag: str, spec: str, available: list[int]) -> tuple[int, ...]:
     cores: list[int] = []
+    for part in text.split(","):
+        low, high = _parse_range(part, flag=flag, spec=spec)
+        ends = [c for c in (low, high) if c not in available]  # before expanding: cpu:0-100000000
+        missing = ends or [c for c in range(low, high + 1) if c not in available]
+        if missing:
+            raise UsageError(f"{flag} {spec}: core(s) {missing} not available here (available: {_span(available)})")
+        cores.extend(range(low, high + 1))
+    return tuple(sorted(set(cores)))
+
+
+def _parse_range(part: str, *, flag: str, spec: str) -> tuple[int, int]:
+    """`3` or `2-5` as (low, high); a reversed or malformed range is a UsageError."""
+    low, _, high = part.partition("-")
     try:
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            cores.extend(range(int(low), int(high or low) + 1))
+        first, last = int(low), int(high or low)
     except ValueError:
         raise UsageError(f"{flag}: bad core list in '{spec}' (use e.g. cpu:0, cpu:0-3, cpu:0,2)") from None
-    return tuple(sorted(set(cores)))
+    if last < first:
+        raise UsageError(f"{flag}: reversed core range '{part}' in '{spec}' (use low-high, e.g. cpu:0-3)")
+    return first, last
 
 
 def pin_current_process(placement: Placement) -> None:

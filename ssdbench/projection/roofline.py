@@ -94,7 +94,9 @@ def _from_folder(origin: str):
     from ssdbench.models.shape import ModelShape
 
     try:
-        return ModelShape.from_hf_config(AutoConfig.from_pretrained(folder, local_files_only=True))
+        # never the folder's own code: projecting a recorded run must not run anything from it
+        return ModelShape.from_hf_config(AutoConfig.from_pretrained(folder, local_files_only=True,
+                                                                    trust_remote_code=False))
     except (OSError, ValueError, UsageError):
         return None
 

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from ssdbench.errors import RunDirectoryError
 from ssdbench.records import schema
+from ssdbench.records.integrity import verify_recorded_file
 
 Tables = dict[str, pa.Table]
 Upgrader = Callable[[dict, Tables], tuple[dict, Tables]]
@@ -88,8 +89,8 @@ def _check_status(path: Path, manifest: dict) -> None:
                             f"({_one_line(reason)})")
 
 
-def _read_table(path: Path, name: str, version: int) -> pa.Table:
-    file = path / f"{name}.parquet"
+def _read_table(path: Path, name: str, manifest: dict) -> pa.Table:
+    file, version = path / f"{name}.parquet", manifest["schema_version"]
     if not file.is_file():
         raise RunDirectoryError(f"{file} is missing: the run directory is incomplete")
     try:
@@ -101,6 +102,7 @@ def _read_table(path: Path, name: str, version: int) -> pa.Table:
     if file_version != str(version):
         raise RunDirectoryError(f"{file} has records schema version {file_version}, but "
                                 f"the manifest says {version}")
+    verify_recorded_file(file, manifest)
     return table
 
 
@@ -146,11 +148,12 @@ def load_run(path: str | os.PathLike) -> Run:
     version = manifest["schema_version"]
     _check_version(path, version)
     _check_status(path, manifest)
-    tables = {name: _read_table(path, name, version) for name in schema.TABLE_NAMES}
+    recorded = manifest
+    tables = {name: _read_table(path, name, recorded) for name in schema.TABLE_NAMES}
     manifest, tables = _upgrade(path, manifest, tables, version)
     frames = {name: _to_pandas(name, _conform(path, name, tables[name]))
               for name in schema.TABLE_NAMES}
     for name in schema.OPTIONAL_TABLE_NAMES:
         if (path / f"{name}.parquet").is_file():
-            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, version)))
+            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, recorded)))
     return Run(path=path, manifest=manifest, **frames)

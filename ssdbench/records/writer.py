@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ssdbench.errors import RunDirectoryError
-from ssdbench.records import schema
+from ssdbench.records import schema, strict_json
 from ssdbench.records.manifest import sha256_file, utc_now_iso
 
 Columns = Mapping[str, Sequence]
@@ -45,8 +45,29 @@ def _blocking_ancestor(path: Path) -> Path | None:
     return None
 
 
+def enclosing_run(path: Path) -> Path | None:
+    """The run directory `path` lies inside (an ancestor holding an ssdbench manifest), if any."""
+    for parent in Path(os.path.abspath(path)).parents:
+        try:
+            manifest = json.loads((parent / schema.MANIFEST_NAME).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(manifest, dict) and "schema_version" in manifest:
+            return parent
+    return None
+
+
+def refuse_inside_run(out_dir: Path) -> None:
+    """A run directory's contents are its records (hashed, compared): no new run may be written into them."""
+    run = enclosing_run(out_dir)
+    if run is not None:
+        raise RunDirectoryError(f"refusing to write a run into {out_dir}: it is inside the run directory {run}; "
+                                "choose an --out outside it")
+
+
 def _claim_directory(out_dir: Path) -> None:
-    """Make `out_dir` (or accept it empty); refuse anything that holds files."""
+    """Make `out_dir` (or accept it empty); refuse anything that holds files or lies inside a run."""
+    refuse_inside_run(out_dir)
     if out_dir.exists() or out_dir.is_symlink():
         if not out_dir.is_dir():
             raise RunDirectoryError(f"cannot use {out_dir} as a run directory: it exists "
@@ -66,7 +87,7 @@ def _claim_directory(out_dir: Path) -> None:
 
 
 def _dump_json(data: Mapping) -> bytes:
-    return (json.dumps(data, indent=2, default=str) + "\n").encode()
+    return (strict_json.dumps(data, indent=2, default=str) + "\n").encode()
 
 
 class RunWriter:

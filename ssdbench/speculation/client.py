@@ -17,14 +17,17 @@ from ssdbench.speculation.local import outcomes_of
 from ssdbench.speculation.server import BACKUP_CODES, DraftSpec, serve
 
 START_TIMEOUT_S = 600.0
+DEFAULT_ROUND_TIMEOUT_S = 120.0  # a round takes milliseconds to seconds; minutes means hung
 BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
 
 
 class DraftServer:
     """A running draft process and its mailbox. Use as a context manager: it always stops the process."""
 
-    def __init__(self, spec: DraftSpec, *, num_rows: int, max_prompt: int, vocab_size: int, with_q: bool) -> None:
+    def __init__(self, spec: DraftSpec, *, num_rows: int, max_prompt: int, vocab_size: int, with_q: bool,
+                 round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S) -> None:
         self.spec = spec
+        self.round_timeout_s = round_timeout_s
         self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, lookahead=spec.lookahead,
                                      vocab_size=vocab_size, with_q=with_q)
         context = multiprocessing.get_context("spawn")
@@ -58,9 +61,13 @@ class DraftServer:
         self._expected = self.box.post_request(kind)
 
     def wait(self) -> None:
-        """Block until the last request is answered; a dead or failing draft is a one-line error."""
-        if not self.box.wait_for(mb.RESP_SEQ, self._expected, is_alive=self.process.is_alive):
+        """Block until the last request is answered; a dead, hung or failing draft is a one-line error."""
+        if not self.box.wait_for(mb.RESP_SEQ, self._expected, is_alive=self.process.is_alive,
+                                 timeout_s=self.round_timeout_s):
             if int(self.box.ctrl[mb.RESP_SEQ]) != self._expected:
+                if self.process.is_alive():  # alive but silent: hung (stopped, deadlocked, swapping)
+                    self._raise(f"the draft process is alive but did not answer within --round-timeout-s "
+                                f"{self.round_timeout_s:g} s; raise it if the draft is only slow")
                 self._raise("the draft process stopped answering")
         if int(self.box.ctrl[mb.STATUS]) == mb.STATUS_ERROR:
             self._raise("the draft process failed")
@@ -73,7 +80,9 @@ class DraftServer:
         message = self.box.read_error()
         code = self.process.exitcode
         self.stop()
-        detail = message or (f"exit code {code}" if code is not None else "no answer")
+        detail = message or (f"exit code {code}" if code is not None else "")
+        if not detail:
+            raise DraftServerError(what)
         raise DraftServerError(f"{what}: {detail}")
 
 

@@ -4,15 +4,21 @@ A request or response is written into its buffers, then announced by bumping a s
 counter; the other side polls the counter (each process has its own core, so polling
 costs nothing the other side needs). The q-rows, the large part, are never copied
 through a socket: the server writes them once where the verifier reads them. Counters
-are written after the data; x86 keeps stores in order, which is what the reader relies on.
+are written after the data, with no fence: x86 (TSO) keeps stores in order and loads in
+order, which is what the reader relies on. Python has no portable fence to make that
+explicit, so on hosts with weaker ordering (ARM, POWER, RISC-V) where the reader could see
+the counter before the data and verify against stale q-rows, ssd is refused instead.
 """
 
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import dataclass
 
 import torch
+
+from ssdbench.errors import UsageError
 
 # ctrl slots
 REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT = range(8)
@@ -21,6 +27,17 @@ STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
 MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
 EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
+
+
+TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def check_store_order() -> None:
+    """Refuse, in one line, a host whose CPU may reorder the mailbox's stores (see the module note)."""
+    machine = platform.machine()
+    if machine.lower() not in TOTAL_STORE_ORDER_MACHINES:
+        raise UsageError(f"ssd's shared-memory channel needs x86 store ordering and this host is {machine or 'unknown'}; "
+                         "run ar and sd here (--methods ar,sd), or ssd on an x86 host")
 
 
 @dataclass

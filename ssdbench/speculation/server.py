@@ -39,6 +39,7 @@ class DraftSpec:
     backup: str
     saguaro_c: float
     seed: int
+    trust_remote_code: bool = False
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -71,7 +72,7 @@ def _build_speculator(spec: DraftSpec):
     from ssdbench.speculation.speculator import Speculator
 
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
-    source = resolve_model(spec.model_path)
+    source = resolve_model(spec.model_path, trust_remote_code=spec.trust_remote_code)
     draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
                                dtype=torch_dtype(spec.dtype), backend=spec.attention,
                                weights="int8" if spec.int8 else "fp32", linear_kernel=spec.linear_kernel,

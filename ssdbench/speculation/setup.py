@@ -7,7 +7,8 @@ import torch
 from ssdbench.config import RunConfig
 from ssdbench.errors import UsageError
 from ssdbench.models.model_set import SELF_INT8, ModelSet
-from ssdbench.profiling.placement import Placement, default_placements, parse_placement
+from ssdbench.profiling.devices import check_device
+from ssdbench.profiling.placement import Placement, check_disjoint, default_placements, parse_placement
 from ssdbench.speculation.fan_out import FanOut, build_fan_out
 from ssdbench.speculation.server import DraftSpec
 
@@ -16,6 +17,7 @@ DEFAULT_POWER_LAW_R = 0.5  # used when the fitted run has a single fan-out (r ca
 
 def placements(config: RunConfig) -> tuple[Placement, Placement]:
     """(target, draft). On CPU with ssd in the run: one half of the cores each by default."""
+    check_device(config.device)
     default_target = default_draft = config.device
     if torch.device(config.device).type == "cpu" and "ssd" in config.methods:
         default_target, default_draft = default_placements()
@@ -23,6 +25,8 @@ def placements(config: RunConfig) -> tuple[Placement, Placement]:
         default_draft = "cuda:1" if torch.cuda.device_count() > 1 else config.device
     target = parse_placement(config.target_device or default_target, flag="--target-device")
     draft = parse_placement(config.draft_device or default_draft, flag="--draft-device")
+    if "ssd" in config.methods:
+        check_disjoint(target, draft, given=(config.target_device is not None, config.draft_device is not None))
     return target, draft
 
 
@@ -55,6 +59,7 @@ def draft_spec(config: RunConfig, models: ModelSet, draft: Placement, fan_out: F
     source = models.target_source if config.draft == SELF_INT8 else models.draft_source
     return DraftSpec(
         model_path=str(source.path), int8=config.draft == SELF_INT8, dtype=config.dtype, device=draft.device,
-        cores=draft.cores, attention=config.attention, linear_kernel=config.linear_kernel, lookahead=config.k, fan_out=fan_out, backup=config.backup,
-        saguaro_c=config.saguaro_c, seed=config.seed,
+        cores=draft.cores, attention=config.attention, linear_kernel=config.linear_kernel, lookahead=config.k,
+        fan_out=fan_out, backup=config.backup, saguaro_c=config.saguaro_c, seed=config.seed,
+        trust_remote_code=config.trust_remote_code,
     )

@@ -6,6 +6,11 @@ public layouts behave the same:
   `{"instruction"}` or `{"prompt", "prompt_id"}`, Spec-Bench and MT-Bench
   `{"question_id", "category", "turns"}`, HumanEval `{"task_id", "prompt"}`;
 - or a bare JSON string.
+
+The prompt text is the first field present in this order: `prompt`, `text`, `question`,
+`instruction` (followed by a non-blank `input`, Alpaca style), then `turns` (its first
+turn); other fields are ignored. A record with none of them is refused, naming its file
+and line. The field used is kept on each prompt and counted in the run manifest.
 """
 
 from __future__ import annotations
@@ -52,11 +57,11 @@ def prompts_from_records(suite_name: str, records: Sequence[Record]) -> list[Pro
 def prompt_from_record(suite_name: str, record: Any, *, index: int, where: str) -> Prompt:
     """One Prompt from a JSON string or object; `where` names the line for errors."""
     if isinstance(record, str):
-        return Prompt(prompt_id=f"{suite_name}/{index}", text=require_text(record, where))
+        return Prompt(prompt_id=f"{suite_name}/{index}", text=require_text(record, where), text_field="string")
     if not isinstance(record, dict):
         raise SuiteError(f"{where}: expected a JSON string or object, got {type(record).__name__}")
     turns = read_turns(record, where)
-    text = turns[0] if turns else read_text(record, where)
+    text, text_field = (turns[0], "turns") if turns else read_text(record, where)
     local_id = next((record[k] for k in ID_FIELDS if record.get(k) not in (None, "")), index)
     category = record.get("category")
     return Prompt(
@@ -64,11 +69,12 @@ def prompt_from_record(suite_name: str, record: Any, *, index: int, where: str) 
         text=text,
         category=None if category is None else str(category),
         turns=turns,
+        text_field=text_field,
     )
 
 
-def read_text(record: dict, where: str) -> str:
-    """The first text field present; Alpaca's optional `input` follows its instruction."""
+def read_text(record: dict, where: str) -> tuple[str, str]:
+    """(text, field used): the first text field present; Alpaca's optional `input` follows its instruction."""
     field = next((k for k in TEXT_FIELDS if k in record and k != "turns"), None)
     if field is None:
         raise SuiteError(
@@ -78,8 +84,8 @@ def read_text(record: dict, where: str) -> str:
     text = require_text(record[field], f"{where} field '{field}'")
     extra = record.get("input") if field == "instruction" else None
     if isinstance(extra, str) and extra.strip():
-        text = f"{text}\n\n{extra}"
-    return text
+        return f"{text}\n\n{extra}", "instruction+input"
+    return text, field
 
 
 def read_turns(record: dict, where: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class Prompt:
     text: str
     category: str | None = None
     turns: tuple[str, ...] = ()
+    # where `text` came from: a field name ("prompt", "text", "instruction+input", ...) or
+    # "string" for a bare JSON string; provenance only, so it takes no part in equality
+    text_field: str = field(default="prompt", compare=False)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,13 @@ class Suite:
             [[p.prompt_id, p.text] for p in self.prompts], ensure_ascii=False, separators=(",", ":")
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def text_fields(self, count: int | None = None) -> dict[str, int]:
+        """How many of the first `count` prompts took their text from each field (for the manifest)."""
+        used: dict[str, int] = {}
+        for prompt in self.prompts[:count]:
+            used[prompt.text_field] = used.get(prompt.text_field, 0) + 1
+        return used
 
     def __len__(self) -> int:
         return len(self.prompts)

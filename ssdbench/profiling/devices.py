@@ -1,0 +1,23 @@
+"""Checking a device name against this machine before anything is loaded onto it."""
+
+from __future__ import annotations
+
+from ssdbench.errors import UsageError
+
+
+def check_device(name: str, *, flag: str = "--device"):
+    """torch.device for `name`, or a one-line UsageError if it cannot be used here."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"{flag} {name!r} is not a device name (cpu, cuda, cuda:1, ...)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"{flag} {name}: CUDA is not available here (torch {torch.__version__})")
+        if (device.index or 0) >= torch.cuda.device_count():
+            raise UsageError(f"{flag} {name}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif device.type != "cpu":
+        raise UsageError(f"{flag} {name}: ssdbench runs on cpu or cuda")
+    return device

@@ -1,0 +1,70 @@
+"""`--target-device` / `--draft-device` through the real CLI: what cannot be honoured is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from cli_checks import assert_one_line_error
+from cli_fixtures import save_tiny_model
+from typer.testing import CliRunner
+
+from ssdbench.cli.main import app
+
+runner = CliRunner()
+CORES = sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
+
+
+def run(tiny: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["run", "--target", str(tiny), "--suite", "smoke", "--num-prompts", "1",
+                               "--max-new-tokens", "4", "--no-chat-template", "--k", "2", "--fan-out", "1",
+                               "--out", str(out), *extra])
+
+
+@pytest.mark.parametrize("target, draft", [
+    (f"cpu:{CORES[0]}", f"cpu:{CORES[0]}"),
+    (f"cpu:{CORES[0]}-{CORES[-1]}", f"cpu:{CORES[-1]}"),
+    (f"cpu:{CORES[-1]},{CORES[0]}", f"cpu:{CORES[0]}"),
+])
+def test_ssd_roles_sharing_cores_are_refused(tiny, tmp_path, target, draft):
+    result = run(tiny, tmp_path / "run", "--methods", "ar,ssd", "--target-device", target, "--draft-device", draft)
+    assert_one_line_error(result, "share core", target, draft)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(len(CORES) < 2, reason="the default split needs two cores")
+def test_a_target_on_the_default_draft_cores_says_the_draft_was_the_default(tiny, tmp_path):
+    result = run(tiny, tmp_path / "run", "--methods", "ar,ssd", "--target-device", f"cpu:{CORES[-1]}")
+    assert_one_line_error(result, "share core", f"--draft-device cpu:{CORES[-1]} (the default)")
+
+
+@pytest.mark.parametrize("flag", ["--target-device", "--draft-device"])
+@pytest.mark.parametrize("value, fragment", [
+    ("cpu:", "names no cores"),
+    ("cpu: ", "names no cores"),
+    ("cpu:3-1", "reversed core range"),
+    ("cpu:0-100000000", "not available here"),
+    ("cpu:0,,1", "bad core list"),
+    ("cpu:x", "bad core list"),
+    ("gpu:0", "expected cpu"),
+])
+def test_malformed_core_lists_are_refused(tiny, tmp_path, flag, value, fragment):
+    assert_one_line_error(run(tiny, tmp_path / "run", "--methods", "ar", flag, value), flag, fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to pin the roles apart")
+def test_disjoint_cores_run_and_are_recorded(tiny, tmp_path):
+    result = run(tiny, tmp_path / "run", "--methods", "ar,ssd", "--target-device", f"cpu:{CORES[0]}",
+                 "--draft-device", f"cpu:{CORES[1]}")
+    assert result.exit_code == 0, result.output
+    models = json.loads((tmp_path / "run" / "manifest.json").read_text())["models"]
+    assert models["target"]["placement"]["cores"] == [CORES[0]]
+    assert models["draft"]["ssd"]["placement"]["cores"] == [CORES[1]]
