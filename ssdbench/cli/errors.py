@@ -7,6 +7,7 @@ import os
 
 import typer
 
+from ssdbench.cli.signals import Terminated
 from ssdbench.errors import SsdbenchError
 
 
@@ -19,6 +20,9 @@ def reports_errors(command):
             if os.environ.get("SSDBENCH_DEBUG"):
                 raise
             typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(err.exit_code) from None
+        except Terminated as err:
+            typer.echo(f"error: stopped by {err} (any run directory in use was marked interrupted)", err=True)
             raise typer.Exit(err.exit_code) from None
         except (typer.Exit, KeyboardInterrupt):
             raise
