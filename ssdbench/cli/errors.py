@@ -31,7 +31,7 @@ def reports_errors(command):
                 raise
             message = " ".join(str(err).split())
             typer.echo(f"error: internal error: {type(err).__name__}: {message} "
-                       "(any run directory in use was marked failed; SSDBENCH_DEBUG=1 shows the traceback)", err=True)
+                       "(a run directory left unfinished was marked failed; SSDBENCH_DEBUG=1 shows the traceback)", err=True)
             raise typer.Exit(1) from None
 
     return wrapper

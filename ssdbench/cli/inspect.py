@@ -144,20 +144,10 @@ def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = DEFAULT_RUNS_DIR, f
 
 
 def _available_mib(device) -> float | None:
-    import torch
+    from ssdbench.limits import available_bytes
 
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device.index or 0)[0] / 2**20
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    from ssdbench.records.manifest import total_memory_mib
-
-    return total_memory_mib()
+    free = available_bytes(str(device))
+    return None if free is None else free / 2**20
 
 
 def check_device(name: str):
