@@ -49,17 +49,15 @@ def _context_message(config: RunConfig, workload, limit: int, slack: int, room: 
     drafts = f" + {slack} draft positions (K={config.k})" if slack else ""
     head = (f"prompt {workload.prompt_ids[index]!r} ({longest} tokens) + --max-new-tokens {config.max_new_tokens}"
             f"{drafts} = {longest + config.max_new_tokens + slack} positions, beyond the model's context of {limit}")
-    options = []
+    fixes = []
     if limit - slack - longest >= 1:
-        options.append(f"--max-new-tokens {limit - slack - longest}")
-    if room >= 1:
-        options.append(f"--truncate-prompts left (keeps each prompt's last {room} tokens)")
+        fixes.append(f"the largest --max-new-tokens that fits is {limit - slack - longest}")
     largest_k = (limit - config.max_new_tokens - longest) // (2 if "ssd" in config.methods else 1)
     if slack and largest_k >= 1:
-        options.append(f"--k {min(largest_k, config.k - 1)}")
-    if not options:
-        return f"{head}; nothing fits: lower --max-new-tokens and --k"
-    return f"{head}; largest that fits: {' or '.join(options)}"
+        fixes.append(f"the largest --k that fits is {largest_k}")
+    if room >= 1:
+        fixes.append(f"--truncate-prompts left would keep each prompt's last {room} tokens")
+    return f"{head}; {'; '.join(fixes) or 'nothing fits: lower --max-new-tokens and --k'}"
 
 
 def available_bytes(device: str) -> int | None:
@@ -131,7 +129,12 @@ def check_memory(config: RunConfig, models, workload, *, available=available_byt
     from ssdbench.speculation.setup import fan_out_policy
 
     prompt_tokens = max(len(t) for t in workload.token_ids)
-    shapes = model_shapes(config, models)
+    try:
+        shapes = model_shapes(config, models)
+    except UsageError as err:  # an architecture only transformers' engine runs: its shape is not read here
+        if "native" in config.engines:
+            raise
+        return {"estimate": f"not made: {err}"}
     budget = fan_out_policy(config).budget if "ssd" in config.methods else 0
 
     snapshot: dict[str, int | None] = {}
