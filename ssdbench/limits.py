@@ -24,6 +24,20 @@ def context_limit(models) -> int | None:
     return min(limits) if limits else None
 
 
+def check_new_tokens(config: RunConfig, limit: int | None) -> None:
+    """Before the suite is tokenised: new tokens and drafts alone must leave the context a position for the prompt."""
+    if limit is None:
+        return
+    slack = mp.context_slack(config.k, config.methods)
+    if config.max_new_tokens + slack < limit:
+        return
+    drafts = f" + {slack} draft positions (K={config.k})" if slack else ""
+    fix = f"the largest --max-new-tokens that fits is {limit - slack - 1} (with a 1-token prompt)" \
+        if limit - slack > 1 else "lower --k"
+    raise UsageError(f"--max-new-tokens {config.max_new_tokens}{drafts} fills the model's context of {limit} "
+                     f"positions before any prompt token; {fix}")
+
+
 def fit_prompts(config: RunConfig, workload, limit: int | None):
     """The workload unchanged, or (with --truncate-prompts left) each over-long prompt cut to its last
     tokens; refuses prompts or lengths beyond the context. Returns (workload, truncation record or None)."""

@@ -152,13 +152,15 @@ def check_tree_size(config: RunConfig, policy) -> None:
 
 def prepare(config: RunConfig) -> tuple[ModelSet, Workload, dict]:
     """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
-    from ssdbench.limits import context_limit, fit_prompts
+    from ssdbench.limits import check_new_tokens, context_limit, fit_prompts
 
     models = ModelSet(config)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
+    limit = context_limit(models)
+    check_new_tokens(config, limit)  # before loading the tokenizer: 10^8 new tokens is refused at once
     models.check_vocabularies()
     workload, suite_info = prepare_workload(config, models)
-    workload, truncation = fit_prompts(config, workload, context_limit(models))
+    workload, truncation = fit_prompts(config, workload, limit)
     if truncation:
         suite_info["truncation"] = truncation
     return models, workload, suite_info

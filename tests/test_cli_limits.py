@@ -35,8 +35,11 @@ def test_new_tokens_beyond_the_context_are_refused_at_once(models, tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, run_args(models["tiny"], out, "--max-new-tokens", "100000000"))
     line = assert_one_line_error(result, "100000000", "context of 512", "the largest --max-new-tokens that fits is")
-    largest = int(re.search(r"--max-new-tokens that fits is (\d+)", line).group(1))
+    assert int(re.search(r"--max-new-tokens that fits is (\d+)", line).group(1)) == 512 - 4 - 1
     assert not out.exists()
+    near = runner.invoke(app, run_args(models["tiny"], out, "--max-new-tokens", "500"))  # past the longest prompt
+    line = assert_one_line_error(near, "(25 tokens)", "context of 512", "the largest --max-new-tokens that fits is")
+    largest = int(re.search(r"--max-new-tokens that fits is (\d+)", line).group(1))
     fits = runner.invoke(app, run_args(models["tiny"], out, "--max-new-tokens", str(largest), "--ignore-eos"))
     assert fits.exit_code == 0, fits.output  # the suggestion is exact: it runs, to the last position
     beyond = runner.invoke(app, run_args(models["tiny"], tmp_path / "beyond", "--max-new-tokens", str(largest + 1)))
