@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdbench.errors import UsageError
+from ssdbench.models.memory_plan import MAX_K
 
 METHODS = ("ar", "sd", "ssd", "hf-generate", "hf-assisted")
 ENGINES = ("native", "hf")
@@ -15,6 +16,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_TARGET = "smollm2-135m"
 DEFAULT_DRAFT = "self-int8"
 MODEL_FREE_DRAFTS = ("ngram",)
+TRUNCATE_SIDES = ("none", "left")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class RunConfig:
     data_dir: Path | None = None
     out: Path | None = None
     allow_download: bool = False
+    truncate_prompts: str = "none"  # "left": keep each over-long prompt's last tokens (recorded per prompt)
     # SSD (docs/DESIGN.md §5)
     target_device: str | None = None  # None: --device, or one core of two when ssd runs on CPU
     draft_device: str | None = None
@@ -59,6 +62,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         _check_finite(self)
         _check_positive("--k", self.k)
+        if self.k > MAX_K:
+            raise UsageError(f"--k {self.k} is above the maximum of {MAX_K} (each draft token costs a sequential "
+                             "draft forward; no model pair accepts that many)")
         _check_positive("--batch-size", self.batch_size)
         _check_positive("--max-new-tokens", self.max_new_tokens)
         _check_positive("--repeats", self.repeats)
@@ -81,6 +87,7 @@ class RunConfig:
         for method in self.methods:
             _check_choice("--methods", method, METHODS)
         _check_choice("--backup", self.backup, ("jit", "fast", "auto"))
+        _check_choice("--truncate-prompts", self.truncate_prompts, TRUNCATE_SIDES)
         if not 0 < self.saguaro_c <= 1:
             raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
         if not self.round_timeout_s > 0:

@@ -14,6 +14,7 @@ import torch
 from ssdbench.benchmark import Workload, count_units, run_all
 from ssdbench.config import RunConfig
 from ssdbench.decoding.recorder import Recorder
+from ssdbench.errors import UsageError
 from ssdbench.models.model_set import ModelSet
 
 
@@ -143,26 +144,57 @@ def validate(config: RunConfig) -> None:
     placements(config)  # devices and cores exist here, and ssd's two roles do not share cores
     if "ssd" in config.methods:
         check_store_order()
-        fan_out_policy(config)
+        check_tree_size(config, fan_out_policy(config))
+
+
+def check_tree_size(config: RunConfig, policy) -> None:
+    """ssd drafts (fan-out budget) x K tokens per row every round: bounded, so a typo cannot stall the draft."""
+    from ssdbench.models.memory_plan import MAX_TREE_TOKENS
+
+    tokens = policy.budget * config.k
+    if tokens > MAX_TREE_TOKENS:
+        largest = max(MAX_TREE_TOKENS // config.k, 1)
+        raise UsageError(f"ssd fan-out budget {policy.budget} x --k {config.k} = {tokens} tree tokens per row per round, "
+                         f"above the maximum of {MAX_TREE_TOKENS}; at --k {config.k} the largest budget is {largest} "
+                         f"(e.g. --fan-out {max(largest // (config.k + 1), 1)})")
 
 
 def prepare(config: RunConfig) -> tuple[ModelSet, Workload, dict]:
-    """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite."""
+    """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
+    from ssdbench.limits import check_new_tokens, context_limit, fit_prompts
+
     models = ModelSet(config)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
+    limit = context_limit(models)
+    check_new_tokens(config, limit)  # before loading the tokenizer: 10^8 new tokens is refused at once
     models.check_vocabularies()
     models.check_weights()
     workload, suite_info = prepare_workload(config, models)
+    workload, truncation = fit_prompts(config, workload, limit)
+    if truncation:
+        suite_info["truncation"] = truncation
     return models, workload, suite_info
+
+
+def check_limits(config: RunConfig, models: ModelSet, workload: Workload) -> dict:
+    """Context and memory of one run point, before anything is allocated; the plan, for the manifest."""
+    import dataclasses
+
+    from ssdbench.limits import check_memory, context_limit, fit_prompts
+
+    limit = context_limit(models)
+    fit_prompts(dataclasses.replace(config, truncate_prompts="none"), workload, limit)  # prompts already fitted
+    return {"context_positions": limit, "memory_plan": check_memory(config, models, workload)}
 
 
 def run_point(config: RunConfig, models: ModelSet, workload: Workload, suite_info: dict, advance) -> RunOutcome:
     """Claim the run directory, decode every variant, write the records (or mark the run failed)."""
     from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
 
+    limits = check_limits(config, models, workload)
     run_id = new_run_id()
     path = config.out or default_run_dir(run_id=run_id)
-    with RunWriter.create(path, run_id, base_manifest(config, models, suite_info)) as writer:
+    with RunWriter.create(path, run_id, {**base_manifest(config, models, suite_info), "limits": limits}) as writer:
         recorder = execute(config, writer, models, workload, advance)
     return RunOutcome(path=writer.path, manifest=writer.manifest, recorder=recorder)
 

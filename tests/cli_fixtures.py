@@ -17,14 +17,36 @@ def tiny_tokenizer(vocab: int):
     return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", eos_token="<eos>")
 
 
-def save_tiny_model(folder: Path, *, vocab: int = 64, seed: int = 0) -> Path:
-    """A random tiny Llama with a word-level tokenizer, saved with save_pretrained (safetensors)."""
+EOS_ID = 1
+
+
+def save_tiny_model(folder: Path, *, vocab: int = 64, seed: int = 0, max_positions: int = 512,
+                    is_eos_first: bool = False) -> Path:
+    """A random tiny Llama with a word-level tokenizer, saved with save_pretrained (safetensors).
+
+    is_eos_first: every next token is EOS, so every request ends at its first token.
+    """
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         tie_word_embeddings=False, eos_token_id=1, bos_token_id=None)
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+                         tie_word_embeddings=False, eos_token_id=EOS_ID, bos_token_id=None)
     torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    model = LlamaForCausalLM(config)
+    if is_eos_first:
+        _make_eos_first(model)
+    model.save_pretrained(folder)
     tiny_tokenizer(vocab).save_pretrained(folder)
     return folder
+
+
+@torch.no_grad()
+def _make_eos_first(model) -> None:
+    """Layers add nothing to the residual stream, so the final hidden state is the (all-ones) embedding,
+    and only EOS's row of the head sees it."""
+    for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
+    model.model.embed_tokens.weight.fill_(1.0)
+    model.lm_head.weight.zero_()
+    model.lm_head.weight[EOS_ID].fill_(1.0)

@@ -7,6 +7,7 @@ import os
 
 import typer
 
+from ssdbench.cli.signals import Terminated
 from ssdbench.errors import SsdbenchError
 
 
@@ -20,6 +21,9 @@ def reports_errors(command):
                 raise
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
+        except Terminated as err:
+            typer.echo(f"error: stopped by {err} (any run directory in use was marked interrupted)", err=True)
+            raise typer.Exit(err.exit_code) from None
         except (typer.Exit, KeyboardInterrupt):
             raise
         except Exception as err:  # a bug, not the user's input: still one line, and how to see more
@@ -27,7 +31,7 @@ def reports_errors(command):
                 raise
             message = " ".join(str(err).split())
             typer.echo(f"error: internal error: {type(err).__name__}: {message} "
-                       "(any run directory in use was marked failed; SSDBENCH_DEBUG=1 shows the traceback)", err=True)
+                       "(a run directory left unfinished was marked failed; SSDBENCH_DEBUG=1 shows the traceback)", err=True)
             raise typer.Exit(1) from None
 
     return wrapper

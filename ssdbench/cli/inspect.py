@@ -9,6 +9,7 @@ import typer
 
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
+from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, list_runs
 from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
@@ -123,13 +124,20 @@ def _print_inventory(info: dict) -> None:
     rows = [(name, version or "[yellow]not installed[/]") for name, version in p["versions"].items()]
     rows.append(("CUDA", f"{_yes(p['cuda_available'])} {escape(', '.join(p['cuda_devices']))}"))
     console.print(_table("packages", ("package", "version"), rows))
+    if info["runs"]:
+        console.print(_table("runs", ("run", "methods", "state", "detail"), [
+            (escape(r["path"]), r.get("methods", ""), r["state"], escape(r["detail"])) for r in info["runs"]]))
+
+
+RunsDir = Annotated[Path, typer.Option("--runs", help="Folder of run directories to list with their state "
+                                       "(complete, failed, interrupted, running, died).")]
 
 
 @reports_errors
-def ls_command(data_dir: opt.DataDir = None, format: Format = "table") -> None:
+def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = DEFAULT_RUNS_DIR, format: Format = "table") -> None:
     if format not in ("table", "json"):
         raise UsageError(f"--format must be 'table' or 'json', got {format!r}")
-    info = inventory(data_dir)
+    info = {**inventory(data_dir), "runs": list_runs(runs)}
     if format == "json":
         typer.echo(strict_json.dumps(info, default=str))
     else:
@@ -137,20 +145,10 @@ def ls_command(data_dir: opt.DataDir = None, format: Format = "table") -> None:
 
 
 def _available_mib(device) -> float | None:
-    import torch
+    from ssdbench.limits import available_bytes
 
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device.index or 0)[0] / 2**20
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    from ssdbench.records.manifest import total_memory_mib
-
-    return total_memory_mib()
+    free = available_bytes(str(device))
+    return None if free is None else free / 2**20
 
 
 def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple[float, float]:

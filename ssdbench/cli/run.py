@@ -8,6 +8,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
+from ssdbench.cli.signals import signals_interrupt
 from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
@@ -30,6 +31,7 @@ def run_command(
     batch_size: opt.BatchSize = 1,
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
+    truncate_prompts: opt.TruncatePrompts = "none",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -68,9 +70,10 @@ def run_command(
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
         fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline, round_timeout_s=round_timeout_s,
-        trust_remote_code=trust_remote_code,
+        trust_remote_code=trust_remote_code, truncate_prompts=truncate_prompts,
     )
-    perform_run(config, format=format)
+    with signals_interrupt():
+        perform_run(config, format=format)
 
 
 def perform_run(config: RunConfig, *, format: str = "table") -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
+from ssdbench.cli.signals import signals_interrupt
 from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
 
@@ -41,6 +42,7 @@ def sweep_command(
     methods: opt.Methods = "ar,sd",
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
+    truncate_prompts: opt.TruncatePrompts = "none",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -66,11 +68,12 @@ def sweep_command(
         ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
         engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir, chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
-        round_timeout_s=round_timeout_s, trust_remote_code=trust_remote_code,
+        round_timeout_s=round_timeout_s, trust_remote_code=trust_remote_code, truncate_prompts=truncate_prompts,
     )
     points = grid(_numbers(batch_sizes, "--batch-sizes", int), _numbers(temperatures, "--temperatures", float),
                   _numbers(k, "--k", int), split_list(fan_out) if fan_out else None)
-    perform_sweep(base, points, out, format=format)
+    with signals_interrupt():
+        perform_sweep(base, points, out, format=format)
 
 
 def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> None:
@@ -87,7 +90,10 @@ def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> N
         session.validate(config)
     prepare_sweep_dir(sweep_dir)
     console = Console(stderr=format == "json")
-    models, workload, suite_info = session.prepare(base)  # loaded once for every point
+    widest = max(configs, key=lambda c: c.k)  # prompts fitted once, to the point reaching furthest
+    models, workload, suite_info = session.prepare(widest)  # loaded once for every point
+    for config in configs:
+        session.check_limits(config, models, workload)
     statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
     write_index(sweep_dir, base, points, statuses)
     todo = [(p, c) for p, c in zip(points, configs) if statuses[p.name] != "complete"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 
 from ssdbench.decoding.batch import RowState
 from ssdbench.decoding.loop import StepRecord
+from ssdbench.records.schema import COLUMNS
 
 STEP_FIELDS = tuple(f.name for f in fields(StepRecord))
 
@@ -25,11 +26,17 @@ class RequestKey:
     repeat: int
 
 
+def empty_columns(table: str) -> dict[str, list]:
+    """Every column of `table`, no rows: a batch that ends at its first token records no rounds,
+    and readers still find every column."""
+    return {column.name: [] for column in COLUMNS[table]}
+
+
 @dataclass
 class Recorder:
     run_id: str
-    steps: dict[str, list] = field(default_factory=dict)
-    requests: dict[str, list] = field(default_factory=dict)
+    steps: dict[str, list] = field(default_factory=lambda: empty_columns("steps"))
+    requests: dict[str, list] = field(default_factory=lambda: empty_columns("requests"))
     events: dict[str, list] = field(default_factory=dict)  # the draft process's timeline (ssd)
     kernels: dict[str, dict] = field(default_factory=dict)  # role -> kernels it ran, for roles outside this process
 

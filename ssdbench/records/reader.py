@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from ssdbench.errors import RunDirectoryError
 from ssdbench.records import schema
 from ssdbench.records.integrity import verify_recorded_file
+from ssdbench.records.liveness import describe_running
 
 Tables = dict[str, pa.Table]
 Upgrader = Callable[[dict, Tables], tuple[dict, Tables]]
@@ -81,10 +82,9 @@ def _check_status(path: Path, manifest: dict) -> None:
     status = manifest.get("status")
     if status == schema.STATUS_COMPLETE:
         return
-    if status == schema.STATUS_RUNNING:
-        reason = "still running, or its process ended before finishing"
-    else:
-        reason = manifest.get("reason") or "no reason recorded"
+    if status == schema.STATUS_RUNNING:  # or killed before it could say otherwise (SIGKILL, OOM)
+        raise RunDirectoryError(f"{path} is not a complete run: {describe_running(manifest)}")
+    reason = manifest.get("reason") or "no reason recorded"
     raise RunDirectoryError(f"{path} is not a complete run: status {status!r} "
                             f"({_one_line(reason)})")
 

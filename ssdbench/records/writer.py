@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ssdbench.errors import RunDirectoryError
 from ssdbench.records import schema, strict_json
+from ssdbench.records.liveness import process_identity
 from ssdbench.records.manifest import sha256_file, utc_now_iso
 
 Columns = Mapping[str, Sequence]
@@ -90,6 +91,11 @@ def _dump_json(data: Mapping) -> bytes:
     return (strict_json.dumps(data, indent=2, default=str) + "\n").encode()
 
 
+# manifest.json is created this many bytes longer than its JSON (trailing spaces, still valid JSON), so
+# that on a full disk the final status can still be written over it in place, in blocks it already has.
+MANIFEST_RESERVE_BYTES = 4096
+
+
 class RunWriter:
     """Owns one run directory. Use `RunWriter.create(...)`, then `finish()` or `fail()`.
 
@@ -112,18 +118,23 @@ class RunWriter:
         path = Path(out_dir)
         _claim_directory(path)
         data = {**manifest, "schema_version": schema.SCHEMA_VERSION, "run_id": run_id,
-                "status": schema.STATUS_RUNNING, "started_at": utc_now_iso()}
-        try:  # O_EXCL: of two runs racing for one empty directory, only one gets it
-            fd = os.open(path / schema.MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                         0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_dump_json(data))
+                "status": schema.STATUS_RUNNING, "started_at": utc_now_iso(), "process": process_identity()}
+        tmp = path / f".{schema.MANIFEST_NAME}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(_dump_json(data) + b" " * MANIFEST_RESERVE_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+            # link, not rename: whole or absent, and of two runs racing for one directory only one gets it
+            os.link(tmp, path / schema.MANIFEST_NAME)
         except FileExistsError:
             raise RunDirectoryError(f"refusing to write into {path}: another run "
                                     "claimed it first") from None
         except OSError as err:
             raise RunDirectoryError(f"cannot write to run directory {path}: "
                                     f"{err.strerror or err}") from None
+        finally:
+            tmp.unlink(missing_ok=True)
         return cls(path, data)
 
     @property
@@ -183,8 +194,8 @@ class RunWriter:
             return
         if exc_type is None:
             self.fail("the run ended without writing its records")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.fail("interrupted (Ctrl-C)", schema.STATUS_INTERRUPTED)
+        elif issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C, or SIGTERM/SIGHUP (cli.signals)
+            self.fail(f"interrupted ({exc or 'Ctrl-C'})", schema.STATUS_INTERRUPTED)
         else:
             self.fail(f"{exc_type.__name__}: {exc}")
 
@@ -208,8 +219,8 @@ class RunWriter:
         try:
             for name, table in tables.items():
                 tmp = self.path / f".{name}{suffix}.tmp"
+                staged[name] = tmp  # before writing: a half-written file must go too (a full disk)
                 pq.write_table(table, tmp)
-                staged[name] = tmp
             files = {}
             for name, tmp in staged.items():
                 final = self.path / f"{name}{suffix}"
@@ -235,6 +246,26 @@ class RunWriter:
             os.replace(tmp, self.path / schema.MANIFEST_NAME)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise RunDirectoryError(f"cannot write {self.path / schema.MANIFEST_NAME}: "
-                                    f"{err.strerror or err}") from None
+            if not self._overwrite_in_place(data):
+                raise RunDirectoryError(f"cannot write {self.path / schema.MANIFEST_NAME}: "
+                                        f"{err.strerror or err}") from None
         self.manifest = data
+
+    def _overwrite_in_place(self, data: Mapping) -> bool:
+        """Last resort on a full disk: write `data` over manifest.json within its reserved length.
+
+        Only when it fits, so no new block is needed and the write cannot stop half-way for space.
+        """
+        final = self.path / schema.MANIFEST_NAME
+        try:
+            size = final.stat().st_size
+            content = _dump_json(data)
+            if len(content) > size:
+                return False
+            with open(final, "r+b") as f:
+                f.write(content + b" " * (size - len(content)))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            return False
+        return True

@@ -142,6 +142,15 @@ def _mark_sampled(rows: pd.DataFrame, requests: pd.DataFrame, baseline: str | No
     return rows
 
 
+def _unpaired_note(requests: pd.DataFrame, label: str, base: str) -> str:
+    """Why a variant has no speedup: no prompt in common, or no decode time on the common ones."""
+    common = requests[requests["label"] == label].merge(requests[requests["label"] == base][PAIR_KEYS], on=PAIR_KEYS)
+    if common.empty:
+        return f"{label}: no prompts in common with the baseline {base}"
+    return (f"{label}: no speedup: its {len(common)} request(s) in common with {base} have no decode time "
+            "in one of the two (each ended at its first token)")
+
+
 def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mismatch: bool = False) -> Comparison:
     """Per (run, variant): throughput, paired speedup vs `baseline`, acceptance, latency, outputs."""
     mismatches = check_fairness(runs, allow_mismatch=allow_mismatch)
@@ -159,7 +168,7 @@ def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mism
         rows = _mark_sampled(rows, requests, base)
         if base:
             unpaired = rows.loc[rows["speedup_pairs"] == 0, "label"]
-            notes += [f"{label}: no prompts in common with the baseline {base}" for label in unpaired]
+            notes += [_unpaired_note(requests, label, base) for label in unpaired]
     return Comparison(list(runs), base, rows, mismatches, notes)
 
 

@@ -133,6 +133,8 @@ def pareto_mask(latency, throughput) -> list[bool]:
 
 def _frontier(fig, d: Frames) -> str | None:
     points = frontier_points(d)
+    if points.empty:
+        return "no decode rounds (every request ended at its first token)"
     if d.num_runs < 2 and points["batch_size"].nunique() < 2:
         return "needs several runs or batch sizes (give more than one run)"
     ax = fig.add_subplot()

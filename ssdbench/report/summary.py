@@ -13,8 +13,9 @@ PAIR_KEYS = ["suite", "prompt_id", "repeat"]
 def add_label(frame: pd.DataFrame) -> pd.DataFrame:
     """`label` names a variant: `sd`, `sd@hf`; transformers' baselines by method."""
     frame = frame.copy()
-    native = frame["engine"].isin(["native", "transformers"])
-    frame["label"] = np.where(native, frame["method"], frame["method"] + "@" + frame["engine"])
+    # per row, not vectorised: an empty frame (no rounds) has untyped columns that cannot be added
+    labels = [m if e in ("native", "transformers") else f"{m}@{e}" for m, e in zip(frame["method"], frame["engine"])]
+    frame["label"] = pd.Series(labels, index=frame.index, dtype=str)
     return frame
 
 

@@ -1,8 +1,8 @@
 """The draft process: load the draft, then answer rounds and build trees until told to stop.
 
 Started by client.py with the `spawn` method; pinned to its own cores (or its own GPU).
-It never outlives the verifier: it exits when the parent disappears, and ignores Ctrl-C
-(the verifier handles that and stops it).
+It never outlives the verifier: it exits when the parent disappears, and ignores Ctrl-C,
+SIGTERM and SIGHUP, which reach the whole process group (the verifier handles them and stops it).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class DraftSpec:
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
     """Process entry point."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     try:
         speculator = _build_speculator(spec)
     except BaseException as err:  # report any start-up failure to the verifier, in one line

@@ -1,0 +1,75 @@
+"""Memory and context planning against published model shapes (DESIGN.md 4.7), nothing loaded."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssdbench.decoding.batch import new_batch
+from ssdbench.models import memory_plan as mp
+from ssdbench.models.shape import known_shape
+
+GB = 10**9
+
+
+def test_llama_70b_bf16_weights_do_not_fit_an_80gb_gpu_but_fit_141gb_free():
+    shape = known_shape("llama-3.1-70b")
+    assert 140 * GB < mp.weight_bytes(shape, itemsize=2) < 142 * GB
+    lengths = mp.Lengths(batch_size=1, prompt_tokens=512, max_new_tokens=512, k=0)
+    need = mp.role_need("target", "cuda:0", shape, lengths, itemsize=2)
+    assert mp.shortfall([need], lambda device: 80 * GB)[0] == "cuda:0"
+    assert mp.shortfall([need], lambda device: 150 * GB) is None
+
+
+def test_kv_cache_per_token_matches_the_published_shapes():
+    """Llama-3.1-8B bf16: 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 128 KiB per token."""
+    for name, per_token in (("llama-3.1-8b", 128 * 1024), ("llama-3.2-1b", 32 * 1024), ("qwen3-32b", 256 * 1024)):
+        shape = known_shape(name)
+        one, two = (mp.kv_cache_bytes(shape, batch_size=1, num_slots=n, itemsize=2) for n in (1000, 2000))
+        rope = 2 * shape.head_dim * 2  # cos and sin rows of the slot
+        assert two - one == 1000 * (per_token + rope)
+        assert mp.kv_cache_bytes(shape, batch_size=4, num_slots=1000, itemsize=2) == 4 * one - 3 * 1000 * rope
+
+
+def test_prefill_logits_dominate_activations_for_a_long_prompt():
+    """fp32 logits [B, T, V] for an 8192-token prompt on a 128k vocabulary are 4.2 GB by themselves."""
+    shape = known_shape("llama-3.1-8b")
+    acts = mp.activation_bytes(shape, batch_size=1, num_tokens=8192, span=8192, itemsize=2)
+    assert acts > 8192 * 128256 * 4
+
+
+def test_slots_match_what_the_batch_and_the_speculator_allocate():
+    batch = new_batch([[1] * 37, [2] * 50], max_new_tokens=64, eos_ids=frozenset(), lookahead=5)
+    assert mp.Lengths(2, 50, 64, 5).num_slots == batch.max_len
+    budget = 18
+    tree = mp.Lengths(2, 50, 64, 5, tree_tokens=budget * 5)
+    assert tree.num_slots == (batch.max_len + 5 + 2) + budget * 5  # Speculator.start_batch's max_len
+
+
+@pytest.mark.parametrize("methods,slack", [(("ar",), 0), (("ar", "sd"), 4), (("ar", "sd", "ssd"), 8),
+                                           (("hf-assisted",), 4)])
+def test_positions_needed_add_the_drafts_past_the_last_token(methods, slack):
+    assert mp.positions_needed(prompt_tokens=100, max_new_tokens=50, k=4, methods=methods) == 150 + slack
+
+
+def test_int8_self_draft_holds_about_a_quarter_of_fp32_linears():
+    shape = known_shape("smollm2-135m")
+    fp32, int8 = mp.weight_bytes(shape, itemsize=4), mp.weight_bytes(shape, itemsize=4, is_int8=True)
+    assert int8 < fp32 / 2
+
+
+def test_cpu_roles_share_the_host_and_gpus_are_separate():
+    shape = known_shape("llama-3.2-1b")
+    lengths = mp.Lengths(1, 10, 10, 4)
+    needs = [mp.role_need("target", "cpu", shape, lengths, itemsize=4),
+             mp.role_need("ssd draft", "cpu", shape, lengths, itemsize=4),
+             mp.role_need("other", "cuda:1", shape, lengths, itemsize=2)]
+    grouped = mp.needs_by_device(needs)
+    assert sorted(grouped) == ["cpu", "cuda:1"] and len(grouped["cpu"]) == 2
+    one_host = sum(n.total for n in grouped["cpu"])
+    assert mp.shortfall(needs, lambda d: one_host - 1 if d == "cpu" else 10**15) == ("cpu", one_host, one_host - 1)
+
+
+def test_largest_fitting_finds_the_boundary():
+    assert mp.largest_fitting(lambda n: n <= 777, 10**8) == 777
+    assert mp.largest_fitting(lambda n: n <= 777, 500) == 500
+    assert mp.largest_fitting(lambda n: False, 10**8) == 0
