@@ -66,13 +66,18 @@ def exact_sequence_distribution(target, prompt: list[int], length: int, *, tempe
 
 
 def chi_square_pvalue(counts: Counter, exact: dict, *, min_expected: float = 5.0) -> float:
-    """Pearson's test of observed sequence counts against exact probabilities (small bins pooled).
+    """Pearson's test of observed sequence counts against exact probabilities (small bins pooled)."""
+    return chi_square_test(counts, exact, min_expected=min_expected)[2]
+
+
+def chi_square_test(counts: Counter, exact: dict, *, min_expected: float = 5.0) -> tuple[float, int, float]:
+    """(statistic, degrees of freedom, p-value); bins expecting fewer than `min_expected` are pooled.
 
     A sequence of probability 0 that was emitted is an outright failure: p-value 0.
     """
     total = sum(counts.values())
     if not set(counts) <= {k for k, p in exact.items() if p > 0}:
-        return 0.0
+        return float("inf"), 0, 0.0
     observed, expected, pool_obs, pool_exp = [], [], 0, 0.0
     for seq, prob in sorted(exact.items(), key=lambda kv: -kv[1]):
         if prob * total >= min_expected:
@@ -85,4 +90,5 @@ def chi_square_pvalue(counts: Counter, exact: dict, *, min_expected: float = 5.0
         observed.append(pool_obs)
         expected.append(pool_exp)
     expected_arr = np.array(expected) * total / sum(expected)  # guard float drift
-    return float(stats.chisquare(np.array(observed), expected_arr).pvalue)
+    result = stats.chisquare(np.array(observed), expected_arr)
+    return float(result.statistic), len(observed) - 1, float(result.pvalue)
