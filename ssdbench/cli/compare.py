@@ -85,6 +85,7 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     from rich.table import Table
 
     from ssdbench.report.markdown import HEADERS, cells, run_lines
+    from ssdbench.report.summary import SPEEDUP_NOTE
 
     console = Console()
     if not console.is_terminal and console.width < 240:  # pipes and CI logs: no wrapped cells
@@ -98,7 +99,7 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     for _, row in comparison.rows.iterrows():
         table.add_row(*cells(row, comparison.baseline))
     console.print(table)
-    for line in run_lines(comparison) + comparison.notes:
+    for line in run_lines(comparison) + [SPEEDUP_NOTE] + comparison.notes:
         console.print(escape(line), style="dim")
     for v in verdicts:
         style = _STATUS_STYLE.get(v.status, "green")
