@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from exactness import ALPHA
+from exactness import ALPHA, reference_probs
 from ssdbench.sampling.accept import verify_proposal
 from ssdbench.sampling.params import RowSampling, SamplingParams
 from ssdbench.sampling.probs import logits_to_probs, point_mass
@@ -65,10 +65,20 @@ def test_padding_columns_are_never_accepted():
 
 
 def test_mixed_greedy_and_sampled_rows():
+    """Greedy rows accept the argmax outright; sampled rows beside them accept it with probability p(x),
+    and their first emitted token still follows p."""
     gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 3, V, generator=gen)  # [2, 3, V]
-    drafts = logits.argmax(-1)[:, :2]  # both rows propose the target's argmax
-    sampling = RowSampling.from_params([SamplingParams(0.0), SamplingParams(1.0)])
-    q = point_mass(drafts, V)
-    verdict = verify_proposal(logits, drafts, q, torch.tensor([2, 2]), sampling, gen)
-    assert verdict.num_accepted[0] == 2 and verdict.next_token[0] == logits[0, 2].argmax()
+    logits = (torch.randn(1, 3, V, generator=gen) * 1.5).expand(N, 3, V)  # [N, 3, V]
+    drafts = logits.argmax(-1)[:, :2]  # [N, 2]: every row proposes the target's argmax
+    is_greedy = torch.arange(N) % 2 == 1  # [N]
+    sampling = RowSampling.from_params([SamplingParams(0.0 if g else 1.0) for g in is_greedy.tolist()])
+    verdict = verify_proposal(logits, drafts, point_mass(drafts, V), torch.full((N,), 2), sampling, gen)
+    assert (verdict.num_accepted[is_greedy] == 2).all()
+    assert (verdict.next_token[is_greedy] == logits[0, 2].argmax()).all()
+    p = reference_probs(logits[0].numpy(), temperature=1.0)  # [3, V], independent of ssdbench.sampling
+    sampled = ~is_greedy
+    accepted_first = int((verdict.num_accepted[sampled] >= 1).sum())
+    assert stats.binomtest(accepted_first, int(sampled.sum()), p[0, drafts[0, 0]]).pvalue > ALPHA
+    first = torch.where(verdict.num_accepted > 0, drafts[:, 0], verdict.next_token)[sampled]  # [N/2]
+    counts = np.bincount(first.numpy(), minlength=V)
+    assert stats.chisquare(counts, p[0] * counts.sum()).pvalue > ALPHA

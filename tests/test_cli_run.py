@@ -139,7 +139,10 @@ def test_run_with_ssd_records_hits_and_placements(tiny_target, tmp_path):
     steps = pq.read_table(out / "steps.parquet").to_pandas()
     ssd = steps[steps["method"] == "ssd"]
     assert ssd["cache_hit"].notna().all() and steps[steps["method"] != "ssd"]["cache_hit"].isna().all()
-    assert (ssd["fan_out_total"] >= 0).all()
+    budget = max(sum(manifest["ssd"]["after_hit"]), sum(manifest["ssd"]["after_miss"]))
+    hits = ssd["cache_hit"].astype(bool)
+    assert ssd["fan_out_total"].between(0, budget).all() and (ssd.loc[hits, "fan_out_total"] > 0).all()
+    assert ssd.loc[hits, "backup"].isna().all() and ssd.loc[~hits, "backup"].isin(["jit", "fast"]).all()
 
 
 def test_ssd_refuses_the_ngram_draft(tiny_target, tmp_path):

@@ -157,3 +157,16 @@ def test_older_schema_versions_are_upgraded_or_named(tmp_path, monkeypatch):
     monkeypatch.setitem(reader.UPGRADERS, 1, lambda manifest, tables: (manifest, tables))
     result = compare(str(run))
     assert result.exit_code == 0 and "1.00× (baseline)" in result.output
+
+
+def test_allow_mismatch_in_hardware_allows_only_hardware(tmp_path):
+    """The CI gate's setting: another CPU model is fine for deterministic metrics; other weights are not."""
+    a = write_run(tmp_path / "a", [Variant("ar")])
+    other_cpu = write_run(tmp_path / "cpu", [Variant("ar")], manifest={"environment": {"cpu": {"model": "Other CPU"}}})
+    other_both = write_run(tmp_path / "both", [Variant("ar")], manifest={
+        "environment": {"cpu": {"model": "Other CPU"}}, "config": {"dtype": "bfloat16"}})
+    result = compare(str(a), str(other_cpu), "--allow-mismatch-in", "hardware")
+    assert result.exit_code == 0 and "warning: hardware differs" in result.output, result.output
+    assert_one_line_error(compare(str(a), str(other_both), "--allow-mismatch-in", "hardware"),
+                          "refusing an unfair comparison", "dtype")
+    assert_one_line_error(compare(str(a), str(other_cpu), "--allow-mismatch-in", "hardwre"), "did you mean 'hardware'")

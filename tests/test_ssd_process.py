@@ -28,10 +28,12 @@ def folder(tmp_path_factory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("ssd") / "tiny", vocab=64, seed=2)
 
 
-def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None) -> DraftSpec:
-    return DraftSpec(model_path=model_path or str(folder), int8=True, dtype="float32", device="cpu", cores=None,
-                     attention="sdpa", linear_kernel="auto", lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
-                     backup=backup, saguaro_c=1.0, seed=0)
+def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None, int8: bool = True,
+             saguaro_c: float = 1.0, cores: tuple[int, ...] | None = None) -> DraftSpec:
+    return DraftSpec(model_path=model_path or str(folder), int8=int8, dtype="float32", device="cpu", cores=cores,
+                     attention="sdpa", linear_kernel="auto", lookahead=k,
+                     fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
+                     backup=backup, saguaro_c=saguaro_c, seed=0)
 
 
 def target_model(folder: Path):
@@ -53,8 +55,16 @@ def test_remote_ssd_greedy_matches_ar(folder, batch_size, backup):
         ssd, steps = decode(target, proposer, prompts, max_new_tokens=16, k=3)
         assert server.process.is_alive()
     assert [r.output_ids for r in ssd.rows] == [r.output_ids for r in ar.rows]
-    assert any(s.cache_hit is not None for s in steps)
+    assert_ssd_records(steps, backups={"auto": {"jit", "fast"}}.get(backup, {backup}))
     assert not server.process.is_alive()
+
+
+def assert_ssd_records(steps, *, backups: set[str]) -> None:
+    """Every round of every row is a hit or a miss; a miss names its backup, a hit none and had a tree."""
+    assert steps and all(isinstance(s.cache_hit, bool) for s in steps)
+    assert all((s.backup is None) == s.cache_hit for s in steps)
+    assert {s.backup for s in steps if not s.cache_hit} <= backups
+    assert all(s.fan_out_total > 0 for s in steps if s.cache_hit)
 
 
 def test_killing_the_draft_mid_run_is_a_clear_error(folder):

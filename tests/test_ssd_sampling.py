@@ -1,5 +1,9 @@
 """Sampled `ssd` emits exactly the target's distribution on every path: hits, misses under each
-backup, Saguaro C < 1, a different draft temperature, and mixed greedy and sampled rows."""
+backup, Saguaro C < 1, a different draft temperature, and mixed greedy and sampled rows.
+
+As in test_sd_sampling, each sample is K + 2 tokens long, so the bonus after K accepted
+drafts is part of every checked sequence.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +12,41 @@ from collections import Counter
 import pytest
 import torch
 
+from biased_rules import argmax_matching, uniform_bonus
 from decode_helpers import decode, ssd_local
 from exactness import ALPHA, chi_square_pvalue, exact_sequence_distribution
-from test_sd_sampling import LENGTH, PROMPT, VOCAB, argmax_matching
+from test_sd_sampling import PROMPT, VOCAB, assert_every_path_ran, length_for
 from tiny_models import tiny_pair
 
-ROWS, BATCHES = 200, 20
-HITS_ONLY = ",".join([str(VOCAB)] * 4)  # K = 3: every outcome (k, t) is in the cache
+K = 3
+LENGTH = length_for(K)
+ROWS, BATCHES = 400, 10  # 4000 samples
+HITS_ONLY = ",".join([str(VOCAB)] * (K + 1))  # every outcome (k, t) is in the cache
 MISSES_MOSTLY = "0,0,0,1"  # only "all accepted" is speculated, on one candidate
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+# Samples each biased rule needs to be rejected: argmax matching is gross (p = 0 at 1200 samples); a
+# uniform bonus after K = 3 accepted drafts is subtler (p ~ 0.04 at 1200, ~ 1e-18 at 4000).
+POWER_BATCHES = {argmax_matching: 3, uniform_bonus: BATCHES}
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(vocab=VOCAB, seed=3, draft="noisy", head_scale=1.5, noise=0.8)
+    return tiny_pair(vocab=VOCAB, seed=3, draft="noisy", head_scale=8.0, noise=0.5)
 
 
 def sample_ssd(target, draft, *, temperature, fan_out_list, miss_list=None, backup="jit", saguaro_c=1.0, draft_temperature=None,
-               row_temperatures=None, verify=None):
+               row_temperatures=None, verify=None, batches=BATCHES):
     counts: Counter = Counter()
     greedy_outputs, all_steps = [], []
     temps = row_temperatures or [temperature] * ROWS
     draft_temps = [t if draft_temperature is None else draft_temperature for t in temps]
-    for b in range(BATCHES):
+    for b in range(batches):
         generator = torch.Generator().manual_seed(7000 + b)
-        proposer = ssd_local(draft, k=3, num_rows=ROWS, fan_out_list=fan_out_list, miss_list=miss_list, backup=backup, saguaro_c=saguaro_c,
-                             draft_temperature=draft_temps, generator=torch.Generator().manual_seed(b))
+        proposer = ssd_local(draft, k=K, num_rows=ROWS, fan_out_list=fan_out_list, miss_list=miss_list, backup=backup,
+                             saguaro_c=saguaro_c, draft_temperature=draft_temps, generator=torch.Generator().manual_seed(b))
         kwargs = {"verify": verify} if verify else {}
-        batch, steps = decode(target, proposer, [PROMPT] * ROWS, max_new_tokens=LENGTH, k=3, temperature=temps,
+        batch, steps = decode(target, proposer, [PROMPT] * ROWS, max_new_tokens=LENGTH, k=K, temperature=temps,
                               generator=generator, **kwargs)
         for row, t in zip(batch.rows, temps):
             (counts.update([tuple(row.output_ids)]) if t > 0 else greedy_outputs.append(tuple(row.output_ids)))
@@ -67,7 +79,7 @@ def test_ssd_sampling_matches_target_distribution(pair, case):
         assert _share(steps, True) == 1.0
     if case.startswith("misses"):
         assert _share(steps, False) > 0.5
-    assert sum(s.accepted for s in steps) > 0 and sum(s.proposed - s.accepted for s in steps) > 0
+    assert_every_path_ran(steps, K)
     assert chi_square_pvalue(counts, exact) > ALPHA
 
 
@@ -82,10 +94,11 @@ def test_mixed_greedy_and_sampled_rows(pair):
     assert chi_square_pvalue(counts, exact) > ALPHA
 
 
+@pytest.mark.parametrize("rule", [argmax_matching, uniform_bonus])
 @pytest.mark.parametrize("fan_out_list", [HITS_ONLY, MISSES_MOSTLY])
-def test_goodness_of_fit_rejects_argmax_matching_in_ssd(pair, fan_out_list):
+def test_goodness_of_fit_rejects_biased_rules_in_ssd(pair, fan_out_list, rule):
     target, draft = pair
     exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=1.0)
     counts, _, _ = sample_ssd(target, draft, temperature=1.0, fan_out_list=fan_out_list, miss_list=fan_out_list,
-                              verify=argmax_matching)
+                              verify=rule, batches=POWER_BATCHES[rule])
     assert chi_square_pvalue(counts, exact) < ALPHA

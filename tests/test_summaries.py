@@ -55,3 +55,18 @@ def test_throughput_counts_a_batch_once_at_its_longest_row():
     row = throughput_latency(requests, batch_size=2).iloc[0]
     assert math.isclose(row["throughput_tokens_per_s"], 40 / 3.0)  # 40 tokens over batches of 2 s and 1 s
     assert row["latency_ms_p50"] == 1000.0
+
+
+def test_end_to_end_speedup_is_spec_bench_ratio_of_mean_speeds_with_ttft_included():
+    from ssdbench.report.summary import end_to_end_speedup
+
+    def frame(ttft_ms, decode_ms, new_tokens):
+        return pd.DataFrame({"suite": "s", "prompt_id": ["a", "b", "c"][: len(ttft_ms)], "repeat": 0,
+                             "ttft_ms": ttft_ms, "decode_ms": decode_ms, "new_tokens": new_tokens})
+
+    base = frame([500.0, 1000.0], [1500.0, 3000.0], [21, 41])  # 10.5 and 10.25 tok/s whole-request
+    fast = frame([1000.0, 1000.0, 100.0], [500.0, 1000.0, None], [21, 41, 1])  # 14 and 20.5; "c" is unpaired
+    row = end_to_end_speedup(fast, base)
+    assert math.isclose(row["speedup_e2e"], ((14 + 20.5) / 2) / ((10.5 + 10.25) / 2))
+    assert math.isclose(row["e2e_tokens_per_s_mean"], (14 + 20.5 + 10) / 3)
+    assert math.isnan(end_to_end_speedup(fast, base.iloc[:0])["speedup_e2e"])

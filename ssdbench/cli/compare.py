@@ -31,6 +31,9 @@ FailOn = Annotated[Optional[str], typer.Option(
 AllowMismatch = Annotated[bool, typer.Option(
     "--allow-mismatch", help="Compare runs that differ in weights, dtype, attention backend, hardware or suite "
     "content (the differences are printed above the table).")]
+AllowMismatchIn = Annotated[Optional[str], typer.Option(
+    "--allow-mismatch-in", help="Compare runs that differ only in these fields, comma list of: weights, dtype, "
+    "attention, hardware, suite (e.g. hardware, for a gate on deterministic metrics run on another CPU).")]
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 1 when a check has too few paired prompts to decide.")]
 MinPairs = Annotated[int, typer.Option("--min-pairs", help="Fewest paired prompts a check needs to decide.")]
 Format = Annotated[str, typer.Option("--format", help="table, markdown (for a PR comment) or json.")]
@@ -43,24 +46,26 @@ def compare_command(
     baseline: BaselineRun = None,
     fail_on: FailOn = None,
     allow_mismatch: AllowMismatch = False,
+    allow_mismatch_in: AllowMismatchIn = None,
     strict: Strict = False,
     min_pairs: MinPairs = 5,
     format: Format = "table",
 ) -> None:
     from ssdbench.records.reader import load_run
-    from ssdbench.report.compare import compare_runs
+    from ssdbench.report.compare import compare_runs, parse_allowed
     from ssdbench.report.gate import evaluate, exit_code, headline, parse_fail_on
 
     if format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
     if min_pairs < 1:
         raise UsageError(f"--min-pairs must be >= 1, got {min_pairs}")
+    allowed = parse_allowed(allow_mismatch_in)
     checks = parse_fail_on(fail_on) if fail_on is not None else None
     paths = [baseline, *runs] if baseline is not None else list(runs)
     if checks and len(paths) < 2:
         raise UsageError("--fail-on needs a baseline: pass --baseline RUN (or two runs: the first is the baseline)")
     loaded = [load_run(path) for path in paths]
-    comparison = compare_runs(loaded, baseline=baseline_variant, allow_mismatch=allow_mismatch)
+    comparison = compare_runs(loaded, baseline=baseline_variant, allow_mismatch=allow_mismatch, allowed=allowed)
     verdicts = [v for i in range(1, len(loaded)) for v in evaluate(loaded[0], loaded[i], checks, run=i,
                                                                    min_pairs=min_pairs)] if checks else []
     code = exit_code(verdicts, is_strict=strict) if checks else None
@@ -85,6 +90,7 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     from rich.table import Table
 
     from ssdbench.report.markdown import HEADERS, cells, run_lines
+    from ssdbench.report.summary import SPEEDUP_NOTE
 
     console = Console()
     if not console.is_terminal and console.width < 240:  # pipes and CI logs: no wrapped cells
@@ -98,7 +104,7 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     for _, row in comparison.rows.iterrows():
         table.add_row(*cells(row, comparison.baseline))
     console.print(table)
-    for line in run_lines(comparison) + comparison.notes:
+    for line in run_lines(comparison) + [SPEEDUP_NOTE] + comparison.notes:
         console.print(escape(line), style="dim")
     for v in verdicts:
         style = _STATUS_STYLE.get(v.status, "green")

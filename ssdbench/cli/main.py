@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from ssdbench.cli.compare import compare_command
+from ssdbench.cli.export import export_command
 from ssdbench.cli.inspect import ls_command, validate_command
 from ssdbench.cli.project import project_command
 from ssdbench.cli.report import report_command
@@ -21,6 +22,8 @@ app.command("run", help="Run the methods on a suite and record every round to Pa
 app.command("sweep", help="Run a grid (batch sizes, temperatures, K, fan-outs) with models loaded once; resumable.")(
     sweep_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
+app.command("export", help="Write a run's answers in Spec-Bench's model-answer layout (--format specbench).")(
+    export_command)
 app.command("ls", help="List methods, engines, attention backends, suites, models and packages.")(ls_command)
 app.command("validate", help="Check that a target/draft pair resolves, shares a vocabulary and fits; runs nothing.")(
     validate_command)

@@ -4,6 +4,9 @@ A run directory holds `manifest.json` and one Parquet file per table (`steps`, `
 `gpu`). Column names carry their unit (`_ms`, `_ns`, `_mib`, `_w`, `_mj`, `_pct`, `_mhz`,
 `_per_s`). Timestamps ending `_ns` are `time.time_ns()` (Unix epoch), one clock for every
 table and process, so GPU samples line up with rounds.
+
+Columns describe what every schema version holds: version 1 files were always written with
+`steps.round` counted from 1 and `bonus_token` as described, so their readers need no change.
 """
 
 from __future__ import annotations
@@ -57,13 +60,15 @@ _REQUEST_KEY = (
 
 COLUMNS: dict[str, tuple[Column, ...]] = {
     "steps": _REQUEST_KEY + (
-        _c("round", _I32, "verify round of the request (0-based)"),
+        _c("round", _I32, "verify round of the request, counted from 1 (round 0 is the prefill, which "
+           "draws the first token and has no steps row)"),
         _c("batch_size", _I32, "sequences in the batch this round"),
         _c("row", _I32, "this sequence's row in the batch"),
         _c("proposed", _I32, "draft tokens proposed (K; 0 for ar)"),
         _c("accepted", _I32, "proposed tokens accepted by verification"),
         _c("emitted", _I32, "tokens committed this round, bonus included, cut at EOS/limit"),
-        _c("bonus_token", _I64, "token id sampled from the target after the accepted prefix"),
+        _c("bonus_token", _I64, "token id the target drew after the accepted prefix; an output token "
+           "only when emitted == accepted + 1 (a round cut by EOS or the token limit may leave it out)"),
         _c("cache_hit", pa.bool_(), "ssd: proposal came from the speculation cache; null "
            "outside ssd", nullable=True),
         _c("backup", _STR, "ssd miss: backup that made the proposal (jit, fast, ...); null "

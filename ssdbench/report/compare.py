@@ -77,11 +77,30 @@ def setting_differences(runs: Sequence[Run]) -> list[str]:
     return notes
 
 
-def check_fairness(runs: Sequence[Run], *, allow_mismatch: bool) -> list[str]:
-    """The differences, or a one-line UsageError naming them unless `allow_mismatch`."""
+# Short names for --allow-mismatch-in, one per FAIRNESS field.
+FAIRNESS_KEYS = {"weights": "model weights", "dtype": "dtype", "attention": "attention backend",
+                 "hardware": "hardware", "suite": "suite content"}
+
+
+def parse_allowed(text: str | None) -> frozenset[str]:
+    """`hardware,dtype` → the FAIRNESS names they stand for; UsageError, with close names, otherwise."""
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    for name in names:
+        if name not in FAIRNESS_KEYS:
+            close = difflib.get_close_matches(name, list(FAIRNESS_KEYS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"--allow-mismatch-in: unknown field {name!r}{hint}; fields: {', '.join(FAIRNESS_KEYS)}")
+    return frozenset(FAIRNESS_KEYS[n] for n in names)
+
+
+def check_fairness(runs: Sequence[Run], *, allow_mismatch: bool, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """The differences, or a one-line UsageError naming them unless `allow_mismatch` (any field) or
+    every differing field is in `allowed` (FAIRNESS names)."""
     differences = manifest_differences(runs)
-    if differences and not allow_mismatch:
-        fields = sorted({line.split(" differs")[0] for line in differences})
+    refused = [line for line in differences if line.split(" differs")[0] not in allowed]
+    if refused and not allow_mismatch:
+        differences = refused + [line for line in differences if line not in refused]
+        fields = sorted({line.split(" differs")[0] for line in refused})
         raise UsageError(f"refusing an unfair comparison: the runs differ in {', '.join(fields)} "
                          f"({differences[0]}); pass --allow-mismatch to compare anyway")
     return differences
@@ -151,9 +170,10 @@ def _unpaired_note(requests: pd.DataFrame, label: str, base: str) -> str:
             "in one of the two (each ended at its first token)")
 
 
-def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mismatch: bool = False) -> Comparison:
+def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mismatch: bool = False,
+                 allowed: frozenset[str] = frozenset()) -> Comparison:
     """Per (run, variant): throughput, paired speedup vs `baseline`, acceptance, latency, outputs."""
-    mismatches = check_fairness(runs, allow_mismatch=allow_mismatch)
+    mismatches = check_fairness(runs, allow_mismatch=allow_mismatch, allowed=allowed)
     requests, steps = _labelled(runs, "requests"), _labelled(runs, "steps")
     labels = list(dict.fromkeys(requests["label"])) if len(requests) else []
     base = resolve_baseline(labels, baseline)

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ssdbench.report.compare import Comparison
+from ssdbench.report.summary import SPEEDUP_NOTE
 
-HEADERS = ("run", "variant", "req", "decode tok/s p50", "speedup [95% CI]", "pairs", "accept len pooled/req",
+HEADERS = ("run", "variant", "req", "decode tok/s p50", "decode speedup [95% CI]", "e2e speedup", "pairs", "accept len pooled/req",
            "accept@i marginal", "accept@i conditional", "cache hit (AL hit/miss)", "TTFT ms p50/p90",
            "TPOT ms p50/p90", "outputs = baseline")
 
@@ -41,6 +42,12 @@ def _speedup(row: pd.Series, baseline: str | None) -> str:
     return f"{row['speedup']:.2f}×{interval}"
 
 
+def _e2e_speedup(row: pd.Series, baseline: str | None) -> str:
+    if row["label"] == baseline:
+        return "1.00× (baseline)"
+    return _num(row.get("speedup_e2e"), "{:.2f}×")
+
+
 def _hits(row: pd.Series) -> str:
     if _is_missing(row.get("cache_hit_rate")):
         return "–"
@@ -61,7 +68,7 @@ def cells(row: pd.Series, baseline: str | None) -> list[str]:
     """One comparison row as the text of each column in HEADERS."""
     return [
         str(row["run"]), row["variant"], str(row["num_requests"]), _num(row["decode_tokens_per_s_median"]),
-        _speedup(row, baseline), str(row["speedup_pairs"]) if baseline else "–",
+        _speedup(row, baseline), _e2e_speedup(row, baseline), str(row["speedup_pairs"]) if baseline else "–",
         _pair(row["acceptance_length"], row["acceptance_length_per_request"], "{:.2f}"),
         _positions(row["accept_marginal"]), _positions(row["accept_conditional"]), _hits(row),
         _pair(row["ttft_ms_median"], row["ttft_ms_p90"]), _pair(row["tpot_ms_median"], row["tpot_ms_p90"]),
@@ -91,6 +98,7 @@ def to_markdown(comparison: Comparison, verdicts: Sequence = (), headline: str |
     out += ["", "| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for _, row in comparison.rows.iterrows():
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, comparison.baseline)) + " |")
+    out += ["", f"_{SPEEDUP_NOTE}_"]
     if comparison.notes:
         out += [""] + [f"_{note}_" for note in comparison.notes]
     if headline:

@@ -8,6 +8,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ssdbench.report.summary import SPEEDUP_NOTE
+
 
 def _num(value: float, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
@@ -24,14 +26,15 @@ def _speedup_cells(row: pd.Series) -> tuple[str, str]:
 def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     has_mbu = "target_mbu" in summary.columns
-    names = ["method", "requests", "new tokens", "decode tok/s p50", "speedup vs ar", "95% CI",
+    names = ["method", "requests", "new tokens", "decode tok/s p50", "decode speedup vs ar", "95% CI",
+             "e2e speedup vs ar",
              "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else [])
     for name in names:
         table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     for _, row in summary.iterrows():
         cells = [
             row["label"], str(row["num_requests"]), str(row["new_tokens"]),
-            _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row),
+            _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row), _num(row["speedup_e2e"], "{:.2f}×"),
             _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
             _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
         ]
@@ -72,6 +75,7 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     console.print(summary_table(summary, title=title))
     if ssd is not None and not ssd.empty:
         console.print(ssd_table(ssd))
+    console.print(SPEEDUP_NOTE)
     console.print(exactness_line(summary, greedy=greedy))
 
 

@@ -8,6 +8,8 @@ import pandas as pd
 from ssdbench.report.stats import geometric_mean_ci
 
 PAIR_KEYS = ["suite", "prompt_id", "repeat"]
+SPEEDUP_NOTE = ("decode speedup: paired geometric mean of decode tok/s ratios (prefill excluded); e2e speedup: "
+                "mean whole-request tok/s (TTFT included) over the baseline's, Spec-Bench's formula.")
 
 
 def add_label(frame: pd.DataFrame) -> pd.DataFrame:
@@ -31,6 +33,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, *, baseline: str = "a
         row = {"label": label, "method": group["method"].iloc[0], "engine": group["engine"].iloc[0]}
         row.update(_throughput(group))
         row.update(_speedup(group, requests[requests["label"] == baseline]))
+        row.update(end_to_end_speedup(group, requests[requests["label"] == baseline]))
         row.update(_acceptance(steps[steps["label"] == label], row["method"]))
         row.update(_outputs_match(group, requests[requests["label"] == baseline]))
         rows.append(row)
@@ -57,13 +60,36 @@ def _quantile(values: pd.Series, q: float) -> float:
 
 
 def _speedup(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:
-    """Paired per request: this variant's decode tokens/s over the baseline's on the same request."""
+    """Decode-only (prefill excluded), paired per request: this variant's decode tokens/s over the
+    baseline's on the same request, summarised by a geometric mean with a bootstrap interval."""
     if baseline.empty:
         return {"speedup": float("nan"), "speedup_low": float("nan"), "speedup_high": float("nan"), "speedup_pairs": 0}
     pairs = group.merge(baseline[PAIR_KEYS + ["decode_tokens_per_s"]], on=PAIR_KEYS, suffixes=("", "_base"))
     ratio = (pairs["decode_tokens_per_s"] / pairs["decode_tokens_per_s_base"]).to_numpy(dtype=float)
     interval = geometric_mean_ci(ratio)
     return {"speedup": interval.estimate, "speedup_low": interval.low, "speedup_high": interval.high, "speedup_pairs": interval.n}
+
+
+def end_to_end_tokens_per_s(requests: pd.DataFrame) -> pd.Series:
+    """Per request: new tokens / whole request time (TTFT included), as Spec-Bench and the paper time them."""
+    seconds = (requests["ttft_ms"] + requests["decode_ms"].fillna(0.0)) / 1e3
+    return requests["new_tokens"] / seconds
+
+
+def end_to_end_speedup(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:
+    """Spec-Bench's speedup over the requests both variants ran: the mean of this variant's end-to-end
+    tokens/s over the mean of the baseline's (a ratio of means, not the paired geometric mean)."""
+    nan = float("nan")
+    own = end_to_end_tokens_per_s(group) if len(group) else pd.Series(dtype=float)
+    row = {"e2e_tokens_per_s_mean": float(own.mean()) if len(own) else nan, "speedup_e2e": nan}
+    if baseline.empty or group.empty:
+        return row
+    pairs = group.assign(e2e=own)[PAIR_KEYS + ["e2e"]].merge(
+        baseline.assign(e2e=end_to_end_tokens_per_s(baseline))[PAIR_KEYS + ["e2e"]], on=PAIR_KEYS,
+        suffixes=("", "_base"))
+    if len(pairs):
+        row["speedup_e2e"] = float(pairs["e2e"].mean() / pairs["e2e_base"].mean())
+    return row
 
 
 def _acceptance(steps: pd.DataFrame, method: str) -> dict:
