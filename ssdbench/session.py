@@ -11,8 +11,9 @@ from pathlib import Path
 
 import torch
 
-from ssdbench.benchmark import Workload, count_units, run_all
+from ssdbench.benchmark import Workload, count_units, pinned_placement, run_all
 from ssdbench.config import RunConfig
+from ssdbench.decoding.hf_baselines import describe_baselines
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.models.model_set import ModelSet
 
@@ -62,12 +63,24 @@ def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict
     if models.draft_source is not None:
         roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
     manifest = {"config": config.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
-                "attention_backend": config.attention, "engines": list(config.engines)}
+                "attention_backend": config.attention, "engines": list(config.engines),
+                "order": _describe_order(config.order)}
+    pinned = pinned_placement(config)
+    baselines = describe_baselines(config, pinned.describe() if pinned else
+                                   {"spec": config.device, "cores": None, "threads": config.threads or "torch default"})
+    if baselines:
+        manifest["baselines"] = baselines
     if "ssd" in config.methods:
         policy = fan_out_policy(config)
         manifest["ssd"] = {"fan_out": policy.description, "after_hit": list(policy.after_hit),
                            "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c}
     return manifest
+
+
+def _describe_order(order: str) -> dict:
+    what = ("every method on one batch of prompts before the next batch" if order == "interleaved"
+            else "all requests of one method, then the next method")
+    return {"order": order, "meaning": what}
 
 
 def model_hashes(models: ModelSet) -> dict:

@@ -44,7 +44,7 @@ def step(method: str, prompt: int, accepted: int, *, proposed: int = 0, step_ms:
 def request(method: str, prompt: int, tokens_per_s: float, *, new_tokens: int = 9) -> dict:
     decode_ms = (new_tokens - 1) / tokens_per_s * 1e3
     return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
-            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "seed": prompt, "temperature": 0.0,
+            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "batch_size": 1, "seed": prompt, "temperature": 0.0,
             "prompt_tokens": 100, "new_tokens": new_tokens, "ttft_ms": 5.0, "decode_ms": decode_ms,
             "tpot_ms": decode_ms / (new_tokens - 1), "decode_tokens_per_s": tokens_per_s, "rounds": 4,
             "finish_reason": "length", "prompt_token_ids": [1, 2], "output_token_ids": [3] * new_tokens}

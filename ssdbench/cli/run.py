@@ -31,6 +31,7 @@ def run_command(
     batch_size: opt.BatchSize = 1,
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
+    order: opt.Order = "interleaved",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -61,7 +62,7 @@ def run_command(
     config = RunConfig(
         target=target, draft=draft, suite=suite, methods=split_list(methods), k=k, temperature=temperature,
         draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
-        ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
+        ignore_eos=ignore_eos, order=order, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
         dtype=dtype, engines=split_list(engine), attention=attention, threads=threads, chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,

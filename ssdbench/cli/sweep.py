@@ -41,6 +41,7 @@ def sweep_command(
     methods: opt.Methods = "ar,sd",
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
+    order: opt.Order = "interleaved",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -60,7 +61,7 @@ def sweep_command(
 
     base = RunConfig(
         target=target, draft=draft, suite=suite, methods=split_list(methods), max_new_tokens=max_new_tokens,
-        ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
+        ignore_eos=ignore_eos, order=order, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
         engines=split_list(engine), threads=threads, data_dir=data_dir, chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
     )
@@ -101,7 +102,7 @@ def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> N
     frames = []
     for point in points:
         run = load_run(sweep_dir / point.name)
-        frame = throughput_latency(run.requests, point.batch_size)
+        frame = throughput_latency(run.requests)
         frames.append(frame.assign(point=point.name))
     frontier = mark_pareto(pd.concat(frames, ignore_index=True))
     _print_frontier(frontier, console, format, skipped=len(points) - len(todo))
