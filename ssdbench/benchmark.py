@@ -54,9 +54,11 @@ def pinned_placement(config: RunConfig) -> Placement | None:
 
 
 def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: Recorder,
-            advance: Callable[[str, int], None]) -> None:
+            advance: Callable[[str, int], None]) -> dict | None:
     """Every variant on every request, in `config.order`; all of them (baselines included) on
-    the target's placement and thread count, so no method gets cores the others lack."""
+    the target's placement and thread count, so no method gets cores the others lack.
+
+    Returns the cost calibration (projection.calibrate) taken on that placement afterwards."""
     from ssdbench.profiling.placement import pinned
 
     target_placement = pinned_placement(config)
@@ -72,6 +74,21 @@ def run_all(config: RunConfig, models: ModelSet, workload: Workload, recorder: R
                              order=config.order):
             runners[unit.variant].run(unit.repeat, list(unit.request_idx))
             advance(variant_label(*unit.variant), len(unit.request_idx))
+        return _calibrate(config, models, workload)
+
+
+def _calibrate(config: RunConfig, models: ModelSet, workload: Workload) -> dict | None:
+    """Forward costs for the prediction, at the run's mean mid-decode context (native engine only)."""
+    from ssdbench.projection.calibrate import calibrate
+
+    if "native" not in config.engines or not any(m in ("ar", "sd", "ssd") for m in config.methods):
+        return None
+    mean_prompt = sum(len(t) for t in workload.token_ids) / workload.num_requests
+    context = max(1, round(mean_prompt + config.max_new_tokens / 2))
+    prompt = list(workload.token_ids[0]) * (context // len(workload.token_ids[0]) + 1)
+    has_draft = "sd" in config.methods and config.draft != NGRAM
+    draft = models.draft("native") if has_draft else None
+    return calibrate(models.target("native"), draft, prompt[:context], k=config.k)
 
 
 @dataclass

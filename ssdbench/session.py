@@ -102,12 +102,13 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     bandwidth = _measure_bandwidth(models.device)
     sampler = GpuSampler(_gpu_roles(config.device))
     with sampler:
-        run_all(config, models, workload, recorder, advance)
+        calibration = run_all(config, models, workload, recorder, advance)
     telemetry = sampler.unavailable_reason or "sampled"
     if not sampler.rows and torch.device(config.device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {config.device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload),
-             "memory_read_bandwidth_gbs": bandwidth, "target_weight_bytes_per_forward": _weight_bytes(models)}
+             "memory_read_bandwidth_gbs": bandwidth, "target_weight_bytes_per_forward": _weight_bytes(models),
+             "calibration": calibration}
     if recorder.events and config.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None

@@ -114,7 +114,7 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     if format == "json":
         payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"),
                    "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
-                   "exactness": exactness_line(summary, greedy=greedy)}
+                   "exactness": exactness_line(summary, greedy=greedy), "prediction": _model_check_rows(path)}
         typer.echo(json.dumps(payload, default=float))
         return
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
@@ -127,13 +127,19 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     console.print(f"Records: {path}")
 
 
-def _print_model_check(path, console: Console) -> None:
-    """The formulas' prediction beside the measurement, from the records just written."""
+def _model_check_rows(path) -> list[dict]:
+    """Predicted (or accounting-checked) speedups beside the measured ones, from the records just written."""
     from ssdbench.projection import check_rows, measure_run
     from ssdbench.records.reader import load_run
+
+    run = load_run(path)
+    return check_rows(measure_run(run)) if not run.steps.empty else []
+
+
+def _print_model_check(path, console: Console) -> None:
     from ssdbench.report.render import model_check_table
 
-    rows = check_rows(measure_run(load_run(path)))
+    rows = _model_check_rows(path)
     if any(row["label"] != "ar" for row in rows) and any(row["label"] == "ar" for row in rows):
         console.print(model_check_table(rows))
 
