@@ -23,7 +23,7 @@ Efficiency = Annotated[float, typer.Option("--efficiency", help="Share of datash
 Context = Annotated[Optional[float], typer.Option("--context", help="KV length per sequence, tokens (default: the run's mean prompt + half its new tokens).")]
 HitRate = Annotated[Optional[float], typer.Option("--hit-rate", help="Assume this SSD cache hit rate (default: the run's; without SSD rounds, SSD is projected only when given).")]
 FanOut = Annotated[Optional[int], typer.Option("--fan-out", help="SSD branches per sequence (tree width) for projection (default: the run's, else 3·(K+1)).")]
-Acceptance = Annotated[str, typer.Option("--acceptance", help="Tokens per round from the fitted per-token acceptance a ('fit') or the measured pooled acceptance length ('pooled').")]
+Acceptance = Annotated[str, typer.Option("--acceptance", help="Tokens per round from the fitted per-token acceptance a ('fit'), or measured ('pooled': acceptance per position for the prediction, the pooled acceptance length for the projection).")]
 
 FOOTNOTE = ("Measured: a (fitted per-token acceptance), acceptance length, hit rate, round costs and the measured "
             "speedup, all from the run's records. Modelled: 'predicted' speedups (DESIGN 4.6 formulas on costs measured "

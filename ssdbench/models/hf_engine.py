@@ -76,7 +76,7 @@ def int8_weight_only_copy(model):
     same weight-only int8 linear as the native draft's: same quantised weights, same kernel."""
     import copy
 
-    model = copy.deepcopy(model).float()
+    model = copy.deepcopy(model)  # norms and attention stay in the run's dtype, as in the native draft
     linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     for name, linear in linears:
         parent_name, _, child = name.rpartition(".")
