@@ -32,6 +32,7 @@ class RunConfig:
     batch_size: int = 1
     max_new_tokens: int = 64
     ignore_eos: bool = False
+    order: str = "interleaved"  # interleaved | grouped (ssdbench.schedule)
     num_prompts: int | None = 8
     repeats: int = 1
     seed: int = 0
@@ -88,6 +89,7 @@ class RunConfig:
             _check_choice("--methods", method, METHODS)
         _check_choice("--backup", self.backup, ("jit", "fast", "auto"))
         _check_choice("--truncate-prompts", self.truncate_prompts, TRUNCATE_SIDES)
+        _check_choice("--order", self.order, ("interleaved", "grouped"))
         if not 0 < self.saguaro_c <= 1:
             raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
         if not self.round_timeout_s > 0:

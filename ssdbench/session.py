@@ -11,8 +11,9 @@ from pathlib import Path
 
 import torch
 
-from ssdbench.benchmark import Workload, count_units, run_all
+from ssdbench.benchmark import Workload, count_units, pinned_placement, run_all
 from ssdbench.config import RunConfig
+from ssdbench.decoding.hf_baselines import describe_baselines
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.errors import UsageError
 from ssdbench.models.model_set import ModelSet
@@ -64,13 +65,25 @@ def base_manifest(config: RunConfig, models: ModelSet, suite_info: dict) -> dict
     if models.draft_source is not None:
         roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
     manifest = {"config": config.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
-                "attention_backend": config.attention, "engines": list(config.engines)}
+                "attention_backend": config.attention, "engines": list(config.engines),
+                "order": _describe_order(config.order)}
+    pinned = pinned_placement(config)
+    baselines = describe_baselines(config, pinned.describe() if pinned else
+                                   {"spec": config.device, "cores": None, "threads": config.threads or "torch default"})
+    if baselines:
+        manifest["baselines"] = baselines
     if "ssd" in config.methods:
         policy = fan_out_policy(config)
         manifest["ssd"] = {"fan_out": policy.description, "after_hit": list(policy.after_hit),
                            "after_miss": list(policy.after_miss), "backup": config.backup, "saguaro_c": config.saguaro_c,
                            "round_timeout_s": config.round_timeout_s}
     return manifest
+
+
+def _describe_order(order: str) -> dict:
+    what = ("every method on one batch of prompts before the next batch" if order == "interleaved"
+            else "all requests of one method, then the next method")
+    return {"order": order, "meaning": what}
 
 
 def model_hashes(models: ModelSet) -> dict:
@@ -92,14 +105,15 @@ def execute(config: RunConfig, writer, models: ModelSet, workload: Workload, adv
     bandwidth = _measure_bandwidth(config, models.device)
     sampler = GpuSampler(_gpu_roles(config.device))
     with sampler:
-        run_all(config, models, workload, recorder, advance)
+        calibration = run_all(config, models, workload, recorder, advance)
     telemetry = sampler.unavailable_reason or "sampled"
     if not sampler.rows and torch.device(config.device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {config.device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(config, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
-             "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes()}
+             "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
+             "calibration": calibration}
     if recorder.events and config.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None

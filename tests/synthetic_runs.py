@@ -109,7 +109,7 @@ def _add_request(steps: _Columns, requests: _Columns, key: dict, variant: Varian
                   fan_out_total=None if hit is None else 8, t_start_ns=1_000_000 * i, draft_ms=0.1 * proposed,
                   verify_ms=step_ms * 0.8, wait_ms=0.0, sample_ms=0.05, step_ms=step_ms)
     outputs = [(prompt_idx * 31 + j + variant.output_offset) % 1000 for j in range(new_tokens)]
-    requests.add(**key, seed=seed, temperature=temperature, prompt_tokens=5, new_tokens=new_tokens,
+    requests.add(**key, batch_size=1, seed=seed, temperature=temperature, prompt_tokens=5, new_tokens=new_tokens,
                  ttft_ms=10.0 + prompt_idx, decode_ms=decode_ms, tpot_ms=decode_ms / (new_tokens - 1),
                  decode_tokens_per_s=speed, rounds=len(rounds), finish_reason="length",
                  prompt_token_ids=[1, 2, 3, 4, 5], output_token_ids=outputs)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from ssdbench.cli.main import app
 from ssdbench.errors import UsageError
 from ssdbench.models.shape import known_shape
-from ssdbench.projection import GAP_FLAG, check_rows, measure_run, roofline, theory
+from ssdbench.projection import GAP_FLAG, check_rows, measure_run, predict, roofline, theory
 from ssdbench.projection import hardware as hw
 from ssdbench.records import schema
 from ssdbench.records.reader import load_run
@@ -44,7 +44,7 @@ def step(method: str, prompt: int, accepted: int, *, proposed: int = 0, step_ms:
 def request(method: str, prompt: int, tokens_per_s: float, *, new_tokens: int = 9) -> dict:
     decode_ms = (new_tokens - 1) / tokens_per_s * 1e3
     return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
-            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "seed": prompt, "temperature": 0.0,
+            "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "batch_size": 1, "seed": prompt, "temperature": 0.0,
             "prompt_tokens": 100, "new_tokens": new_tokens, "ttft_ms": 5.0, "decode_ms": decode_ms,
             "tpot_ms": decode_ms / (new_tokens - 1), "decode_tokens_per_s": tokens_per_s, "rounds": 4,
             "finish_reason": "length", "prompt_token_ids": [1, 2], "output_token_ids": [3] * new_tokens}
@@ -56,14 +56,23 @@ def columns(rows: list[dict], table: str) -> dict:
 
 
 def write_run(path: Path, steps: list[dict], requests: list[dict], gpu: list[dict] = (), *, k: int = 4,
-              batch_size: int = 1, models: dict = MODELS) -> Path:
+              batch_size: int = 1, models: dict = MODELS, calibration: dict | None = None,
+              events: list[tuple[str, float]] = ()) -> Path:
+    """`events`: the ssd draft process's (kind, ms) in order, laid end to end."""
     t0 = 1_700_000_000_000_000_000
     for i, row in enumerate(steps):  # distinct rounds, spaced by their own step time
         row["t_start_ns"], row["round"] = t0 + i * 10**8, i
     manifest = {"config": {"k": k, "batch_size": batch_size, "temperature": 0.0, "device": "cpu", "suite": "synthetic"},
                 "models": models, "suite": {"name": "synthetic"}}
     writer = RunWriter.create(path, "synthetic", manifest)
-    writer.finish(columns(steps, "steps"), columns(requests, "requests"), list(gpu))
+    event_rows, t = [], t0
+    for kind, ms in events:
+        event_rows.append({"run_id": "synthetic", "method": "ssd", "role": "draft", "kind": kind, "t_start_ns": t,
+                           "t_end_ns": t + round(ms * 1e6)})
+        t += round(ms * 1e6) + 1000
+    writer.finish(columns(steps, "steps"), columns(requests, "requests"), list(gpu),
+                  {"calibration": calibration} if calibration else None,
+                  optional={"events": columns(event_rows, "events")} if event_rows else None)
     return path
 
 
@@ -187,44 +196,89 @@ def test_hardware_names():
 A_SD = {0: 3, 1: 2, 2: 2, 4: 3}  # K=4 accepted counts -> a = (2+4+12) / (3+4+6+12) = 18/25
 
 
-@pytest.fixture()
-def planted_run(tmp_path) -> Path:
-    """ar: 10 ms rounds. sd: 12 ms verify + 4 drafts at 1 ms. ssd: 3 of 4 rounds hit: 10 ms own work
+def planted_steps_and_requests(*, sd_speed: float, ssd_speed: float, sd_step_ms: float = 16.0):
+    """ar: 10 ms rounds. sd: 4 drafts a round, acceptance A_SD. ssd: 3 of 4 rounds hit: 10 ms own work
     + 2 ms wait for the speculator (whose 3 ms of drafting overlapped); misses take 17 ms, 7 beyond
-    the verifier's own work. Measured sd speedup planted equal to the formula, ssd's at 1×."""
+    the verifier's own work. Measured decode speeds (tok/s) as given; ar's is 100."""
     steps, requests = [], []
-    a = 18 / 25
-    sd_pred = theory.sd_speedup(a, 4, t_verify=1.2, c=0.1)
     hits = [True, True, True, False] * 5
     for p in range(4):
         steps += [step("ar", p, 0) for _ in range(5)]
-        steps += [step("sd", p, n, proposed=4, step_ms=16.0, draft_ms=4.0) for n in accepted_pattern(A_SD)]
+        steps += [step("sd", p, n, proposed=4, step_ms=sd_step_ms, draft_ms=4.0) for n in accepted_pattern(A_SD)]
         steps += [step("ssd", p, 3 if h else 1, proposed=4, step_ms=12.0 if h else 17.0, draft_ms=3.0 if h else 4.0,
                        wait_ms=2.0 if h else 6.0, verify_ms=10.0 if h else 11.0, cache_hit=h, fan_out=15,
                        backup=None if h else "jit") for h in hits]
-        requests += [request("ar", p, 100.0), request("sd", p, 100.0 * sd_pred), request("ssd", p, 100.0)]
-    return write_run(tmp_path / "planted", steps, requests)
+        requests += [request("ar", p, 100.0), request("sd", p, sd_speed), request("ssd", p, ssd_speed)]
+    return steps, requests
 
 
-def test_predictions_equal_the_formulas(planted_run):
+# The planted cost model: a target forward costs 10 ms over 1 token, 12 ms over 5; a draft step 1 ms.
+# The speculator rebuilds in 3 ms of glue + 4 tree steps of 1 ms; its jit backup takes 4 ms.
+CALIBRATION = {"context_tokens": 100, "repeats": 5, "draft_step_ms": 1.0,
+               "target_forward_ms": {"1": 10.0, "2": 10.5, "3": 11.0, "4": 11.5, "5": 12.0}}
+DRAFT_EVENTS = ([("glue", 3.0)] + [("tree", 1.0)] * 4) * 15 + [("backup", 4.0)] * 5
+A_HIT, A_MISS = 3 / 4, 1 / 2  # ssd hits accept 3 of 4 (4 reached); misses accept 1 (2 reached)
+SD_MODEL = theory.sd_speedup(18 / 25, 4, t_verify=1.2, c=0.1)  # E · T(1) / (T(5) + 4 c)
+SSD_MODEL = theory.ssd_speedup(0.75, theory.expected_tokens(A_HIT, 4), theory.expected_tokens(A_MISS, 4),
+                               t_p=0.7, t_b=0.4, t_verify=1.2)
+
+
+@pytest.fixture()
+def planted_run(tmp_path) -> Path:
+    """A run whose measurements agree with the planted cost model (sd, ssd both measured at the model's speedup)."""
+    steps, requests = planted_steps_and_requests(sd_speed=100.0 * SD_MODEL, ssd_speed=100.0 * SSD_MODEL)
+    return write_run(tmp_path / "planted", steps, requests, calibration=CALIBRATION, events=DRAFT_EVENTS)
+
+
+def test_prediction_agrees_with_a_measurement_that_follows_the_cost_model(planted_run):
     measured = measure_run(load_run(planted_run))
     sd, ssd = measured.variants["sd"], measured.variants["ssd"]
     assert sd.all.a == pytest.approx(18 / 25) and sd.all.k == 4 and ssd.hit_rate == pytest.approx(0.75)
     rows = {r["label"]: r for r in check_rows(measured)}
-    expected_sd = theory.sd_speedup(18 / 25, 4, t_verify=1.2, c=0.1)
-    assert rows["sd"]["speedup_predicted"] == pytest.approx(expected_sd)
-    assert rows["sd"]["speedup_measured"] == pytest.approx(expected_sd) and not rows["sd"]["is_flagged"]
-    a_hit, a_miss = 3 / 4, 1 / 2  # hits accept 3 of 4 (4 reached); misses accept 1 (2 reached)
-    expected_ssd = theory.ssd_speedup(0.75, theory.expected_tokens(a_hit, 4), theory.expected_tokens(a_miss, 4),
+    assert rows["sd"]["basis"] == rows["ssd"]["basis"] == "prediction"
+    assert rows["sd"]["speedup_predicted"] == pytest.approx(SD_MODEL)
+    assert rows["ssd"]["speedup_predicted"] == pytest.approx(SSD_MODEL)
+    assert rows["sd"]["gap"] == pytest.approx(0.0, abs=1e-9) and not rows["sd"]["is_flagged"]
+    assert rows["ssd"]["gap"] == pytest.approx(0.0, abs=1e-9) and not rows["ssd"]["is_flagged"]
+    assert rows["ar"]["speedup_predicted"] == pytest.approx(1.0)
+    pooled = {r["label"]: r for r in check_rows(measured, acceptance="pooled")}  # E per position, measured
+    e_sd = 1 + sum(theory.per_position_acceptance(load_run(planted_run).steps.query("method == 'sd'"))["marginal"])
+    assert pooled["sd"]["speedup_predicted"] == pytest.approx(e_sd * 10.0 / (12.0 + 4 * 1.0))
+    assert pooled["ssd"]["speedup_predicted"] == pytest.approx(
+        theory.ssd_speedup(0.75, 4.0, 2.0, t_p=0.7, t_b=0.4, t_verify=1.2))
+
+
+def test_prediction_disagrees_with_rounds_slower_than_the_cost_model(tmp_path):
+    """sd's rounds take 24 ms, not the 16 its calibrated costs add up to, and it is measured 1.5x slower:
+    the prediction does not follow its rounds, so the gap shows and is flagged."""
+    steps, requests = planted_steps_and_requests(sd_speed=100.0 * SD_MODEL / 1.5, ssd_speed=100.0 * SSD_MODEL / 2,
+                                                 sd_step_ms=24.0)
+    run = write_run(tmp_path / "slow", steps, requests, calibration=CALIBRATION, events=DRAFT_EVENTS)
+    rows = {r["label"]: r for r in check_rows(measure_run(load_run(run)))}
+    assert rows["sd"]["speedup_predicted"] == pytest.approx(SD_MODEL)  # unchanged by sd's own round times
+    assert rows["sd"]["gap"] == pytest.approx(0.5) and rows["sd"]["is_flagged"]
+    assert rows["ssd"]["gap"] == pytest.approx(1.0) and rows["ssd"]["is_flagged"]
+
+
+def test_without_calibration_the_column_is_an_accounting_check(tmp_path):
+    """No independent costs: the formulas are fed the variants' own round times, which restate the
+    measurement. The basis says so."""
+    steps, requests = planted_steps_and_requests(sd_speed=100.0 * SD_MODEL, ssd_speed=100.0)
+    measured = measure_run(load_run(write_run(tmp_path / "old", steps, requests)))
+    rows = {r["label"]: r for r in check_rows(measured)}
+    assert rows["sd"]["basis"] == rows["ssd"]["basis"] == "accounting check"
+    assert rows["sd"]["speedup_predicted"] == pytest.approx(theory.sd_speedup(18 / 25, 4, t_verify=1.2, c=0.1))
+    expected_ssd = theory.ssd_speedup(0.75, theory.expected_tokens(A_HIT, 4), theory.expected_tokens(A_MISS, 4),
                                       t_p=1.2, t_b=0.7, t_verify=1.0)
     assert rows["ssd"]["speedup_predicted"] == pytest.approx(expected_ssd)
-    assert rows["ssd"]["speedup_predicted"] == pytest.approx(  # the decomposition is exact on the critical path
-        (0.75 * theory.expected_tokens(a_hit, 4) + 0.25 * theory.expected_tokens(a_miss, 4)) / rows["ssd"]["round_vs_ar"])
-    assert rows["ssd"]["gap"] == pytest.approx(expected_ssd - 1) and rows["ssd"]["is_flagged"]
-    assert rows["ar"]["speedup_predicted"] == pytest.approx(1.0)
-    pooled = {r["label"]: r for r in check_rows(measured, acceptance="pooled")}
-    assert pooled["ssd"]["speedup_predicted"] == pytest.approx(
-        theory.ssd_speedup(0.75, 4.0, 2.0, t_p=1.2, t_b=0.7, t_verify=1.0))
+    assert rows["ssd"]["speedup_predicted"] == pytest.approx(  # the identity: it restates the rounds
+        (0.75 * theory.expected_tokens(A_HIT, 4) + 0.25 * theory.expected_tokens(A_MISS, 4)) / rows["ssd"]["round_vs_ar"])
+
+
+def test_forward_cost_between_calibrated_points_is_a_straight_line():
+    assert predict.forward_cost_ms({1: 10.0, 3: 14.0}, 2) == pytest.approx(12.0)
+    assert predict.forward_cost_ms({1: 10.0, 3: 14.0}, 5) == pytest.approx(18.0)
+    assert predict.forward_cost_ms({1: 10.0}, 4) == 10.0
 
 
 def test_projection_equals_hand_roofline(planted_run):
@@ -245,13 +299,18 @@ def test_projection_equals_hand_roofline(planted_run):
     assert rows["sd"]["speedup_vs_ar"] == pytest.approx(rows["sd"]["tokens_per_s"] / rows["ar"]["tokens_per_s"])
 
 
-def test_project_cli_json_on_planted_run(planted_run):
-    result = runner.invoke(app, ["project", str(planted_run), "--hardware", "h100,mi300x", "--format", "json"])
+def test_project_cli_json_on_planted_run(tmp_path):
+    steps, requests = planted_steps_and_requests(sd_speed=100.0 * SD_MODEL, ssd_speed=100.0 * SSD_MODEL / 2)
+    run = write_run(tmp_path / "planted", steps, requests, calibration=CALIBRATION, events=DRAFT_EVENTS)
+    result = runner.invoke(app, ["project", str(run), "--hardware", "h100,mi300x", "--format", "json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert {r["hardware"] for r in payload["projection"]} == {"H100 SXM", "MI300X"}
     assert {r["label"] for r in payload["projection"]} == {"ar", "sd", "ssd"}
-    assert any("ssd" in note and f"{GAP_FLAG:.0%}" in note for note in payload["notes"])
+    assert [note for note in payload["notes"] if f"{GAP_FLAG:.0%}" in note] == [
+        "ssd: predicted 2.13× vs measured 1.07× (+100%, beyond ±15%): the model or the timing misses something"]
+    assert {r["label"]: r["basis"] for r in payload["check"]} == {"ar": "reference", "sd": "prediction",
+                                                                   "ssd": "prediction"}
     assert "Measured" in payload["footnote"] and "Modelled" in payload["footnote"]
 
 
@@ -273,10 +332,28 @@ def test_project_table_on_a_real_run(tiny_run):
     assert result.exit_code == 0, result.output
     text = result.output
     assert "own hardware" in text and "speedup measured" in text and "predicted (model)" in text
+    calibration = load_run(tiny_run).manifest["calibration"]
+    assert sorted(calibration["target_forward_ms"]) == ["1", "2", "3", "4"] and calibration["draft_step_ms"] > 0
+    check = {r["label"]: r for r in check_rows(measure_run(load_run(tiny_run)))}
+    assert check["sd"]["basis"] == "prediction" and check["sd"]["speedup_predicted"] > 0
     assert "Projected onto other hardware (modelled)" in text and "4+1" in text and "assumed h" in text
     own = runner.invoke(app, ["project", str(tiny_run), "--hardware", "l40s", "--format", "json"])
     assert own.exit_code == 0, own.output  # the tiny folder's own config.json gives its shape
     assert json.loads(own.stdout)["models"]["target"].startswith("tiny")
+
+
+def test_a_real_ssd_run_is_predicted_from_its_calibration_and_draft_events(tmp_path):
+    target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--target", str(target), "--suite", "smoke", "--num-prompts", "2",
+                                 "--max-new-tokens", "8", "--no-chat-template", "--methods", "ar,ssd", "--k", "2",
+                                 "--out", str(out), "--format", "json", "--no-timeline"])
+    assert result.exit_code == 0, result.output
+    rows = {r["label"]: r for r in json.loads(result.stdout.strip().splitlines()[-1])["prediction"]}
+    assert rows["ssd"]["basis"] == "prediction" and rows["ssd"]["speedup_predicted"] > 0
+    run = load_run(out)
+    t_p, t_b = predict.draft_event_costs(run.events, "ssd")
+    assert t_p > 0 and sorted(run.manifest["calibration"]["target_forward_ms"]) == ["1", "2", "3"]
 
 
 def test_project_bad_input(tiny_run, tmp_path):

@@ -41,7 +41,7 @@ def requests_cols() -> dict:
     return {
         "run_id": [RUN_ID] * 2, "method": ["sd", "ssd"], "engine": ["native"] * 2,
         "suite": ["tiny"] * 2, "prompt_id": ["p0", "p0"], "request_idx": [0, 1],
-        "repeat": [0, 0], "seed": [7, 7], "temperature": [0.0, 0.7],
+        "repeat": [0, 0], "batch_size": [1, 1], "seed": [7, 7], "temperature": [0.0, 0.7],
         "prompt_tokens": [3, 3], "new_tokens": [7, 1], "ttft_ms": [9.0, 8.5],
         "decode_ms": [9.75, None], "tpot_ms": [9.75 / 6, None],
         "decode_tokens_per_s": [6 / 9.75e-3, None], "rounds": [2, 0],
@@ -250,6 +250,34 @@ def test_older_schema_version_goes_through_the_upgraders(tmp_path, monkeypatch):
     run = load_run(path)
     assert calls == [newer - 1]
     assert run.manifest["upgraded"] and run.manifest["schema_version"] == newer
+
+
+def _rewrite_as_v1(path) -> None:
+    """What a v1 run looked like on disk: no requests.batch_size, version 1 everywhere."""
+    import pyarrow.parquet as pq
+
+    for name in schema.TABLE_NAMES:
+        table = pq.read_table(path / f"{name}.parquet")
+        if name == "requests":
+            table = table.drop_columns(["batch_size"])
+        meta = {**table.schema.metadata, schema.VERSION_KEY: b"1"}
+        pq.write_table(table.replace_schema_metadata(meta), path / f"{name}.parquet")
+    manifest = path / schema.MANIFEST_NAME
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "schema_version": 1}))
+
+
+def test_v1_requests_gain_the_batch_size_they_ran_in(tmp_path):
+    """v1 ran baselines one at a time and the rest in batches (as their rounds record)."""
+    steps = {**steps_cols(), "batch_size": [2, 2, 3]}
+    requests = {name: values + values[:1] for name, values in requests_cols().items()}
+    requests.update(method=["sd", "ssd", "hf-generate"], engine=["native", "native", "transformers"],
+                    request_idx=[0, 1, 2])
+    writer = RunWriter.create(tmp_path / "run", RUN_ID, {"config": {"batch_size": 2}})
+    writer.finish(steps, requests, [])
+    _rewrite_as_v1(writer.path)
+    run = load_run(writer.path)
+    assert run.manifest["schema_version"] == schema.SCHEMA_VERSION
+    assert run.requests["batch_size"].tolist() == [2, 3, 1]
 
 
 @pytest.mark.parametrize("setup, message", [

@@ -11,10 +11,12 @@ from ssdbench.report.pareto import mark_pareto, throughput_latency
 from ssdbench.report.ssd_summary import ssd_overview
 
 
-def _requests(method: str, engine: str, rounds: list[int], decode_ms: list[float], new_tokens: list[int]) -> pd.DataFrame:
+def _requests(method: str, engine: str, rounds: list[int], decode_ms: list[float], new_tokens: list[int],
+              batch_size: int = 1) -> pd.DataFrame:
     n = len(rounds)
     return pd.DataFrame({"method": [method] * n, "engine": [engine] * n, "rounds": rounds, "decode_ms": decode_ms,
-                         "new_tokens": new_tokens, "request_idx": list(range(n)), "repeat": [0] * n})
+                         "new_tokens": new_tokens, "request_idx": list(range(n)), "repeat": [0] * n,
+                         "batch_size": [batch_size] * n})
 
 
 def test_target_mbu_is_bytes_times_forwards_per_second_over_bandwidth():
@@ -51,8 +53,8 @@ def test_pareto_frontier_per_method():
 
 
 def test_throughput_counts_a_batch_once_at_its_longest_row():
-    requests = _requests("ar", "native", [5, 5, 5, 5], [1000.0, 2000.0, 1000.0, 1000.0], [11, 11, 11, 11])
-    row = throughput_latency(requests, batch_size=2).iloc[0]
+    requests = _requests("ar", "native", [5, 5, 5, 5], [1000.0, 2000.0, 1000.0, 1000.0], [11, 11, 11, 11], batch_size=2)
+    row = throughput_latency(requests).iloc[0]
     assert math.isclose(row["throughput_tokens_per_s"], 40 / 3.0)  # 40 tokens over batches of 2 s and 1 s
     assert row["latency_ms_p50"] == 1000.0
 
@@ -70,3 +72,18 @@ def test_end_to_end_speedup_is_spec_bench_ratio_of_mean_speeds_with_ttft_include
     assert math.isclose(row["speedup_e2e"], ((14 + 20.5) / 2) / ((10.5 + 10.25) / 2))
     assert math.isclose(row["e2e_tokens_per_s_mean"], (14 + 20.5 + 10) / 3)
     assert math.isnan(end_to_end_speedup(fast, base.iloc[:0])["speedup_e2e"])
+
+
+def test_throughput_never_groups_requests_decoded_one_at_a_time():
+    """hf baselines in a --batch-size 2 run ran one request at a time: four batches, not two."""
+    requests = _requests("hf-generate", "transformers", [0] * 4, [1000.0, 2000.0, 1000.0, 1000.0], [11] * 4)
+    row = throughput_latency(requests).iloc[0]
+    assert math.isclose(row["throughput_tokens_per_s"], 40 / 5.0)
+
+
+def test_throughput_keeps_a_short_last_batch_whole():
+    """7 requests in batches of 4: the last batch holds 3 (requests 4, 5, 6), timed once at its longest."""
+    requests = _requests("ar", "native", [5] * 7, [1000.0] * 4 + [3000.0, 1000.0, 1000.0], [11] * 7, batch_size=4)
+    requests.loc[4:, "batch_size"] = 3
+    row = throughput_latency(requests).iloc[0]
+    assert math.isclose(row["throughput_tokens_per_s"], 70 / 4.0)  # batches of 1 s and 3 s

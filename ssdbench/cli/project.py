@@ -23,11 +23,13 @@ Efficiency = Annotated[float, typer.Option("--efficiency", help="Share of datash
 Context = Annotated[Optional[float], typer.Option("--context", help="KV length per sequence, tokens (default: the run's mean prompt + half its new tokens).")]
 HitRate = Annotated[Optional[float], typer.Option("--hit-rate", help="Assume this SSD cache hit rate (default: the run's; without SSD rounds, SSD is projected only when given).")]
 FanOut = Annotated[Optional[int], typer.Option("--fan-out", help="SSD branches per sequence (tree width) for projection (default: the run's, else 3·(K+1)).")]
-Acceptance = Annotated[str, typer.Option("--acceptance", help="Tokens per round from the fitted per-token acceptance a ('fit') or the measured pooled acceptance length ('pooled').")]
+Acceptance = Annotated[str, typer.Option("--acceptance", help="Tokens per round from the fitted per-token acceptance a ('fit'), or measured ('pooled': acceptance per position for the prediction, the pooled acceptance length for the projection).")]
 
 FOOTNOTE = ("Measured: a (fitted per-token acceptance), acceptance length, hit rate, round costs and the measured "
-            "speedup, all from the run's records. Modelled: 'predicted' speedups (docs/DESIGN.md §7.5 formulas on the measured "
-            "inputs) and every time and rate in the projection table (roofline over datasheet figures × efficiency; "
+            "speedup, all from the run's records. Modelled: 'predicted' speedups (docs/DESIGN.md §7.5 formulas on costs measured "
+            "apart from the rounds they predict: the run's forward-cost calibration and the draft's own events; basis "
+            "'accounting check' where those are missing and the variant's own round times stand in) and every time "
+            "and rate in the projection table (roofline over datasheet figures × efficiency; "
             "tensor-parallel communication and kernel-launch overheads ignored). Tokens/round there are the run's.")
 
 
@@ -129,13 +131,13 @@ def _print_tables(measured, check: list[dict], rows: list[dict], models: dict, n
         console.width = 200
     first = Table(title=f"On the run's own hardware: {measured.hardware} · batch {measured.batch_size}", title_justify="left")
     for name in ("variant", "K", "a (fit)", "tokens/round (model)", "accept len (measured)", "round / ar (measured)",
-                 "hit rate (measured)", "speedup predicted (model)", "speedup measured", "95% CI", "gap"):
-        first.add_column(name, justify="left" if name == "variant" else "right")
+                 "hit rate (measured)", "basis", "speedup predicted (model)", "speedup measured", "95% CI", "gap"):
+        first.add_column(name, justify="left" if name in ("variant", "basis") else "right")
     for r in check:
         gap = _num(r["gap"], "{:+.0%}") + (" !" if r["is_flagged"] else "")
         first.add_row(r["label"], str(r["k"]), _num(r["a"], "{:.3f}"), _num(r["tokens_per_round_model"]),
                       _num(r["acceptance_length"]), _num(r["round_vs_ar"]), _num(r["hit_rate"], "{:.1%}"),
-                      _num(r["speedup_predicted"], "{:.2f}×"), _num(r["speedup_measured"], "{:.2f}×"),
+                      r["basis"], _num(r["speedup_predicted"], "{:.2f}×"), _num(r["speedup_measured"], "{:.2f}×"),
                       f"{_num(r['speedup_low'])}–{_num(r['speedup_high'])}", gap)
     console.print(first)
     console.print(f"Projected onto other hardware (modelled) · target {models['target']} · draft {models['draft']} · "

@@ -32,6 +32,7 @@ def run_command(
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
     truncate_prompts: opt.TruncatePrompts = "none",
+    order: opt.Order = "interleaved",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -65,8 +66,9 @@ def run_command(
     config = RunConfig(
         target=target, draft=draft, suite=suite, methods=split_list(methods), k=k, temperature=temperature,
         draft_temperature=draft_temperature, top_p=top_p, batch_size=batch_size, max_new_tokens=max_new_tokens,
-        ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
-        dtype=dtype, engines=split_list(engine), attention=attention, linear_kernel=linear_kernel, threads=threads, chat_template=chat_template,
+        ignore_eos=ignore_eos, order=order, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
+        dtype=dtype, engines=split_list(engine), attention=attention, linear_kernel=linear_kernel, threads=threads,
+        chat_template=chat_template,
         data_dir=data_dir, out=out, allow_download=allow_download, target_device=target_device,
         draft_device=draft_device, fan_out=fan_out, fan_out_list=fan_out_list, fan_out_miss_list=fan_out_miss_list,
         fit_from=fit_from, backup=backup, saguaro_c=saguaro_c, timeline=timeline, round_timeout_s=round_timeout_s,
@@ -119,7 +121,7 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     if format == "json":
         payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"),
                    "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
-                   "exactness": exactness_line(summary, greedy=greedy)}
+                   "exactness": exactness_line(summary, greedy=greedy), "prediction": _model_check_rows(path)}
         typer.echo(strict_json.dumps(payload, default=float))
         return
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
@@ -137,13 +139,19 @@ def report_run(config: RunConfig, path, recorder, console: Console, format: str)
     console.print(f"Records: {path}")
 
 
-def _print_model_check(path, console: Console) -> None:
-    """The formulas' prediction beside the measurement, from the records just written."""
+def _model_check_rows(path) -> list[dict]:
+    """Predicted (or accounting-checked) speedups beside the measured ones, from the records just written."""
     from ssdbench.projection import check_rows, measure_run
     from ssdbench.records.reader import load_run
+
+    run = load_run(path)
+    return check_rows(measure_run(run)) if not run.steps.empty else []
+
+
+def _print_model_check(path, console: Console) -> None:
     from ssdbench.report.render import model_check_table
 
-    rows = check_rows(measure_run(load_run(path)))
+    rows = _model_check_rows(path)
     if any(row["label"] != "ar" for row in rows) and any(row["label"] == "ar" for row in rows):
         console.print(model_check_table(rows))
 

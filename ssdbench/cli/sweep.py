@@ -43,6 +43,7 @@ def sweep_command(
     max_new_tokens: opt.MaxNewTokens = 64,
     ignore_eos: opt.IgnoreEos = False,
     truncate_prompts: opt.TruncatePrompts = "none",
+    order: opt.Order = "interleaved",
     num_prompts: opt.NumPrompts = 8,
     repeats: opt.Repeats = 1,
     seed: opt.Seed = 0,
@@ -65,8 +66,9 @@ def sweep_command(
 
     base = RunConfig(
         target=target, draft=draft, suite=suite, methods=split_list(methods), max_new_tokens=max_new_tokens,
-        ignore_eos=ignore_eos, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device, dtype=dtype,
-        engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir, chat_template=chat_template,
+        ignore_eos=ignore_eos, order=order, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
+        dtype=dtype, engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir,
+        chat_template=chat_template,
         target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
         round_timeout_s=round_timeout_s, trust_remote_code=trust_remote_code, truncate_prompts=truncate_prompts,
     )
@@ -114,7 +116,7 @@ def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> N
     frames = []
     for point in points:
         run = load_run(sweep_dir / point.name)
-        frame = throughput_latency(run.requests, point.batch_size)
+        frame = throughput_latency(run.requests)
         frames.append(frame.assign(point=point.name))
     frontier = mark_pareto(pd.concat(frames, ignore_index=True))
     _print_frontier(frontier, console, format, skipped=len(points) - len(todo))

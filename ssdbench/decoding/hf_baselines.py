@@ -1,7 +1,13 @@
 """What users already run: transformers' `generate`, plain and assisted, timed like our methods.
 
-These run one request at a time (transformers' streamer, which gives us the first-token
-time, supports batch 1 only); the run records that batch size for them.
+Every method's decode window starts when the first new token exists, right after the
+target's prefill. Assisted `generate` fuses its prefill with the first verify round, so its
+first chunk would carry several tokens at once; instead both baselines prefill first
+(`generate` for one token, keeping its KV cache), note that instant, then continue from
+the cache. EOS follows ar's semantics: with `ignore_eos` it is an ordinary token and
+decoding runs to `max_new_tokens` (never `min_new_tokens`, which forbids EOS).
+
+These run one request at a time; the run records batch size 1 for them.
 """
 
 from __future__ import annotations
@@ -10,6 +16,11 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from ssdbench.models.hf_engine import cache_argument_name
+
+# An id no vocabulary holds (transformers warns on negative ones): EOS then decodes as a normal token.
+NEVER_EOS = 2**31 - 1
 
 
 @dataclass
@@ -20,22 +31,6 @@ class GenerateResult:
     end_ns: int
 
 
-class _FirstTokenClock:
-    """A transformers streamer that only notes when the first new token arrived."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.first_token_ns = 0
-
-    def put(self, value) -> None:
-        self.calls += 1
-        if self.calls == 2:  # the first call carries the prompt
-            self.first_token_ns = time.perf_counter_ns()
-
-    def end(self) -> None:
-        pass
-
-
 def hf_generate(
     model,
     prompt_ids: list[int],
@@ -43,38 +38,90 @@ def hf_generate(
     max_new_tokens: int,
     temperature: float,
     top_p: float,
-    ignore_eos: bool,
+    eos_ids: frozenset[int],
     seed: int,
     assistant=None,
     prompt_lookup_tokens: int | None = None,
     lookahead: int = 4,
 ) -> GenerateResult:
-    """transformers' generate on one prompt; `assistant` (a model) or prompt lookup makes it assisted."""
+    """transformers' generate on one prompt; `assistant` (a model) or prompt lookup makes it assisted.
+
+    `eos_ids` empty means ignore EOS (ar's `--ignore-eos`): EOS is emitted and decoding continues.
+    """
     device = next(model.parameters()).device
     input_ids = torch.tensor([prompt_ids], dtype=torch.int64, device=device)  # [1, T]
-    kwargs = _sampling_kwargs(temperature, top_p)
-    if ignore_eos:
-        kwargs["min_new_tokens"] = max_new_tokens
+    common = {**_sampling_kwargs(temperature, top_p), **_eos_kwargs(eos_ids)}
+    torch.manual_seed(seed)  # transformers' sampling draws from the global generator
+    start_ns = time.perf_counter_ns()
+    with torch.inference_mode():
+        first = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=1,
+                               return_dict_in_generate=True, **common)
+        first_token_ns = time.perf_counter_ns()
+        sequences = first.sequences  # [1, T+1]
+        if max_new_tokens > 1 and int(sequences[0, -1]) not in eos_ids:
+            rest = _assisted_kwargs(assistant, prompt_lookup_tokens, lookahead)
+            rest[cache_argument_name(model)] = _returned_cache(first)
+            sequences = model.generate(sequences, attention_mask=torch.ones_like(sequences),
+                                       max_new_tokens=max_new_tokens - 1, **common, **rest)
+    end_ns = time.perf_counter_ns()
+    return GenerateResult(sequences[0, len(prompt_ids):].tolist(), start_ns, first_token_ns, end_ns)
+
+
+def _returned_cache(output):
+    """The KV cache generate returned (transformers 5.x names it `cache`, earlier `past_key_values`)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _assisted_kwargs(assistant, prompt_lookup_tokens: int | None, lookahead: int) -> dict:
+    kwargs = {}
     if assistant is not None:
+        # a fixed K, as sd drafts: no dynamic schedule, no confidence cut-off
         assistant.generation_config.num_assistant_tokens = lookahead
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = assistant
     if prompt_lookup_tokens is not None:
         kwargs["prompt_lookup_num_tokens"] = prompt_lookup_tokens
-    torch.manual_seed(seed)  # transformers' sampling draws from the global generator
-    clock = _FirstTokenClock()
-    start_ns = time.perf_counter_ns()
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
-            streamer=clock, pad_token_id=model.generation_config.eos_token_id, **kwargs,
-        )
-    end_ns = time.perf_counter_ns()
-    return GenerateResult(out[0, len(prompt_ids):].tolist(), start_ns, clock.first_token_ns or end_ns, end_ns)
+    return kwargs
+
+
+def _eos_kwargs(eos_ids: frozenset[int]) -> dict:
+    """The run's own EOS ids (not the model's defaults); none at all when EOS is ignored."""
+    eos = sorted(eos_ids) or [NEVER_EOS]
+    return {"eos_token_id": eos, "pad_token_id": eos[0]}
 
 
 def _sampling_kwargs(temperature: float, top_p: float) -> dict:
     if temperature == 0:
         return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
     return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+
+
+def describe_baselines(config, target_placement: dict) -> dict:
+    """What the manifest says each transformers baseline ran: draft, placement, timing, EOS."""
+    from ssdbench.models.int8 import int8_kernel_name
+    from ssdbench.models.model_set import NGRAM, SELF_INT8
+
+    common = {
+        "batch_size": 1, "placement": target_placement,
+        "decode_window": "from the first new token: a separate one-token generate() (the prefill), then "
+                         "generate() continuing from its KV cache",
+        "eos": f"ignored: eos_token_id=[{NEVER_EOS}] (no such token), EOS decodes as an ordinary token" if config.ignore_eos
+               else "the run's EOS ids stop a request, as for ar",
+    }
+    described = {}
+    if "hf-generate" in config.methods:
+        described["hf-generate"] = {**common, "draft": None}
+    if "hf-assisted" in config.methods:
+        if config.draft == SELF_INT8:
+            draft = (f"copy of the target whose every nn.Linear (lm_head included) is the native self-int8 draft's "
+                     f"weight-only int8 linear: same per-row int8 weights, kernel {int8_kernel_name(config.device)}")
+        elif config.draft == NGRAM:
+            draft = f"transformers' prompt lookup (prompt_lookup_num_tokens={config.k}), not sd's n-gram proposer"
+        else:
+            draft = f"transformers' model of {config.draft} (sd's draft weights, transformers' kernels)"
+        described["hf-assisted"] = {**common, "draft": draft, "lookahead": config.k,
+                                    "note": "transformers builds the assistant's KV cache in its first round, "
+                                            "inside the decode window"}
+    return described

@@ -51,13 +51,15 @@ class Recorder:
             self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS if name != "row"})
             self._append(self.steps, {"row": record.row})
 
-    def add_request(self, key: RequestKey, row: RowState, *, seed: int, temperature: float, times_ns: tuple[int, int, int], rounds: int) -> None:
+    def add_request(self, key: RequestKey, row: RowState, *, seed: int, temperature: float, times_ns: tuple[int, int, int], rounds: int,
+                    batch_size: int) -> None:
         start_ns, first_ns, end_ns = times_ns
         new_tokens = row.num_new
         decode_ms = (end_ns - first_ns) / 1e6
         per_token = decode_ms / (new_tokens - 1) if new_tokens > 1 and decode_ms > 0 else None
         self._append(self.requests, {
-            "run_id": self.run_id, **_key_dict(key), "seed": seed, "temperature": temperature,
+            "run_id": self.run_id, **_key_dict(key), "batch_size": batch_size, "seed": seed,
+            "temperature": temperature,
             "prompt_tokens": len(row.prompt_ids), "new_tokens": new_tokens,
             "ttft_ms": (first_ns - start_ns) / 1e6, "decode_ms": decode_ms, "tpot_ms": per_token,
             "decode_tokens_per_s": 1000.0 / per_token if per_token else None, "rounds": rounds,

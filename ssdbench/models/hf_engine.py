@@ -18,7 +18,7 @@ class HfCausalLM:
         self.vocab_size = int(model.config.vocab_size)
         self.device = next(model.parameters()).device
         self._caches: list = []
-        self._cache_kwarg = _cache_argument_name(model)
+        self._cache_kwarg = cache_argument_name(model)
 
     def allocate(self, batch_size: int, max_len: int) -> None:
         from transformers import DynamicCache
@@ -41,7 +41,7 @@ class HfCausalLM:
         return torch.stack(rows)  # [B, T, V]
 
 
-def _cache_argument_name(model) -> str:
+def cache_argument_name(model) -> str:
     """transformers 5.x renamed `past_key_values` to `cache`; use whichever this version takes."""
     import inspect
 
@@ -57,10 +57,37 @@ def load_hf_model(path, *, dtype: torch.dtype, device: str, trust_remote_code: b
     return model.to(device).eval()
 
 
-def quantize_hf_int8(model):
-    """An int8 dynamically-quantised copy (nn.Linear layers), transformers' side of `self-int8`."""
+class Int8LinearModule(torch.nn.Module):
+    """An nn.Linear's place in a transformers model, computed by the native int8 draft's own linear."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        from ssdbench.models.int8 import make_int8_linear
+
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.impl = make_int8_linear(linear.weight.detach().float(), None if linear.bias is None else
+                                     linear.bias.detach().float(), device=linear.weight.device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        return self.impl(x)
+
+
+def int8_weight_only_copy(model):
+    """transformers' side of `self-int8`: a copy whose every nn.Linear (lm_head included) is the
+    same weight-only int8 linear as the native draft's: same quantised weights, same kernel."""
     import copy
 
-    from torch.ao.quantization import quantize_dynamic
+    model = copy.deepcopy(model)  # norms and attention stay in the run's dtype, as in the native draft
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    for name, linear in linears:
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, Int8LinearModule(linear))
+    return model.eval()
 
-    return quantize_dynamic(copy.deepcopy(model).float(), {torch.nn.Linear}, dtype=torch.qint8).eval()
+
+def int8_kernel_of(model) -> str | None:
+    """The int8 kernel a copy from `int8_weight_only_copy` runs (None for a dense model)."""
+    for module in model.modules():
+        if isinstance(module, Int8LinearModule):
+            return module.impl.name
+    return None

@@ -97,9 +97,9 @@ class ModelSet:
 
     def hf_draft(self):
         if self.config.draft == SELF_INT8:
-            from ssdbench.models.hf_engine import quantize_hf_int8
+            from ssdbench.models.hf_engine import int8_weight_only_copy
 
-            return self._get(("hf-model", "draft"), lambda: quantize_hf_int8(self.hf_target()))
+            return self._get(("hf-model", "draft"), lambda: int8_weight_only_copy(self.hf_target()))
         return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
 
     @cached_property

@@ -2,8 +2,8 @@
 
 This module turns one run into the measured inputs of the theory — per-token acceptance,
 acceptance length, SSD hit rate, per-round costs — and predicts each variant's speedup
-over `ar` on the run's own hardware with the formulas of `theory`, beside the measured
-speedup (the honesty check). `roofline` projects the same inputs onto other GPUs.
+over `ar` on the run's own hardware (`predict`: from costs measured apart from the rounds
+predicted), beside the measured speedup. `roofline` projects the same inputs onto other GPUs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ssdbench.projection import theory
+from ssdbench.projection import predict, theory
 
 GAP_FLAG = 0.15  # predicted vs measured speedups further apart than this are flagged
 
@@ -29,6 +29,8 @@ class Rounds:
     step_ms: float
     draft_ms: float
     wait_ms: float
+    verify_ms: float
+    tokens_per_position: float  # E = 1 + Σ_i P(first i drafts accepted), measured per position
 
     @property
     def own_ms(self) -> float:
@@ -39,6 +41,12 @@ class Rounds:
         """Tokens per round: modelled from a ('fit') or the measured pooled AL ('pooled')."""
         if acceptance == "pooled" or math.isnan(self.tokens_model):
             return self.acceptance_length
+        return self.tokens_model
+
+    def tokens_for_prediction(self, acceptance: str) -> float:
+        """E for the prediction: from the fitted a ('fit') or acceptance per position ('pooled')."""
+        if acceptance == "pooled" or math.isnan(self.tokens_model):
+            return self.tokens_per_position
         return self.tokens_model
 
 
@@ -69,11 +77,14 @@ class Measured:
     batch_size: int
     context_tokens: float  # mean prompt + half the new tokens: the KV length mid-decode
     variants: dict[str, Variant]
+    calibration: dict | None = None  # the run's forward-cost calibration (projection.calibrate)
+    events: object = None  # the draft process's events (DataFrame), or None
+    is_ngram: bool = False  # sd's proposer is n-gram lookup: its drafting costs ~nothing
 
 
 def _rounds(steps) -> Rounds:
     if steps.empty:
-        return Rounds(0, 0, 0.0, *[math.nan] * 6)
+        return Rounds(0, 0, 0.0, *[math.nan] * 8)
     a = theory.fit_acceptance(steps)
     return Rounds(
         rounds=len(steps), k=int(steps["proposed"].mode().iloc[0]),
@@ -81,6 +92,7 @@ def _rounds(steps) -> Rounds:
         tokens_model=theory.mean_expected_tokens(steps, a) if not math.isnan(a) else math.nan,
         acceptance_length=float(steps["emitted"].mean()), step_ms=float(steps["step_ms"].mean()),
         draft_ms=float(steps["draft_ms"].mean()), wait_ms=float(steps["wait_ms"].mean()),
+        verify_ms=float(steps["verify_ms"].mean()), tokens_per_position=predict.tokens_per_round(steps),
     )
 
 
@@ -125,55 +137,54 @@ def measure_run(run) -> Measured:
     context = float((requests["prompt_tokens"] + requests["new_tokens"] / 2).mean()) if len(requests) else 0.0
     batch = int(run.manifest.get("config", {}).get("batch_size") or steps["batch_size"].max() or 1)
     return Measured(path=str(run.path), hardware=describe_hardware(run.manifest), batch_size=batch,
-                    context_tokens=context, variants=variants)
+                    context_tokens=context, variants=variants, calibration=run.manifest.get("calibration"),
+                    events=run.events, is_ngram=run.manifest.get("config", {}).get("draft") == "ngram")
 
 
-def _predict_ssd(v: Variant, t_ar: float, acceptance: str) -> float:
-    """Theorem 7 from the verifier's critical path. The speculator's drafting overlaps
-    verification, so its `draft_ms` is not on that path: a round is the verifier's own
-    work T_v (hit rounds' step − wait) plus whatever it waited for.
-
-    hit round = max(T_v, T_p) → T_p = hit step time; miss round = T_v + T_b → T_b = miss
-    step time − T_v.
-    """
+def variant_costs(measured: Measured, v: Variant, ar: Variant) -> predict.Costs:
+    """Independent costs where the run has them (calibration, draft events), else an accounting check."""
+    is_ssd = v.hit is not None
+    events = predict.draft_event_costs(measured.events, v.method) if is_ssd else None
+    costs = predict.calibrated_costs(measured.calibration, k=v.all.k, is_ngram=measured.is_ngram,
+                                     events_costs=events, batch_size=measured.batch_size)
+    missing = costs is None or (is_ssd and events is None) or (not is_ssd and math.isnan(costs.draft_step_ms))
+    if not missing:
+        return costs
+    if not is_ssd:
+        return predict.Costs(ar.all.step_ms, v.all.own_ms, v.all.draft_ms / v.all.mean_proposed, math.nan, math.nan,
+                             predict.ACCOUNTING)
     hit, miss = v.hit, v.miss
-    own_ms = hit.step_ms - hit.wait_ms if hit.rounds else v.all.step_ms - v.all.wait_ms - v.all.draft_ms
-    e_hit = hit.tokens(acceptance) if hit.rounds else 0.0
-    e_miss = miss.tokens(acceptance) if miss.rounds else 0.0
-    t_p = hit.step_ms / t_ar if hit.rounds else 0.0
-    t_b = max(0.0, miss.step_ms - own_ms) / t_ar if miss.rounds else 0.0
-    return theory.ssd_speedup(v.hit_rate, e_hit, e_miss, t_p=t_p, t_b=t_b, t_verify=own_ms / t_ar)
+    own_ms = hit.step_ms - hit.wait_ms if hit.rounds else v.all.own_ms
+    backup = max(0.0, miss.step_ms - own_ms) if miss.rounds else 0.0
+    return predict.Costs(ar.all.step_ms, own_ms, math.nan, hit.step_ms if hit.rounds else 0.0, backup,
+                         predict.ACCOUNTING)
 
 
-def predict_speedup(v: Variant, t_ar: float, *, acceptance: str = "fit") -> float:
-    """Speedup over ar predicted by the formulas from this variant's measured a, h and costs.
-
-    SD: E / (T_verify + K·c) with T_verify = round minus drafting, K·c = drafting, both per
-    AR round. SSD: Theorem 7 (theory.ssd_speedup) with hit and miss rounds measured apart.
-    """
-    r = v.all
-    if v.hit is not None:
-        return _predict_ssd(v, t_ar, acceptance)
-    if r.mean_proposed == 0:
-        return t_ar / r.step_ms
-    t_verify = (r.step_ms - r.draft_ms) / t_ar
-    c = r.draft_ms / r.mean_proposed / t_ar
-    return r.tokens(acceptance) / (t_verify + r.mean_proposed * c)
+def predict_speedup(measured: Measured, v: Variant, ar: Variant, *, acceptance: str = "fit") -> tuple[float, str]:
+    """(speedup over ar, basis): sd's E·T(1)/(T(K+1)+K·c), ssd's Theorem 7 (see `predict`)."""
+    if v.hit is None and v.all.mean_proposed == 0:
+        return (1.0, "reference") if v.label == ar.label else (math.nan, "")
+    costs = variant_costs(measured, v, ar)
+    if v.hit is None:
+        return predict.predict_sd(v.all.tokens_for_prediction(acceptance), v.all.mean_proposed, costs), costs.basis
+    e_hit = v.hit.tokens_for_prediction(acceptance) if v.hit.rounds else 0.0
+    e_miss = v.miss.tokens_for_prediction(acceptance) if v.miss.rounds else 0.0
+    return predict.predict_ssd(v.hit_rate, e_hit, e_miss, costs), costs.basis
 
 
 def check_rows(measured: Measured, *, acceptance: str = "fit") -> list[dict]:
-    """Per variant: measured inputs, predicted and measured speedup, and their gap."""
+    """Per variant: measured inputs, predicted and measured speedup, their gap, and the prediction's basis."""
     base = measured.variants.get("ar")
     t_ar = base.all.step_ms if base else math.nan
     rows = []
     for v in measured.variants.values():
-        predicted = predict_speedup(v, t_ar, acceptance=acceptance) if base else math.nan
+        predicted, basis = predict_speedup(measured, v, base, acceptance=acceptance) if base else (math.nan, "")
         gap = predicted / v.speedup - 1.0 if v.speedup > 0 else math.nan
         rows.append({
             "label": v.label, "k": v.all.k, "a": v.all.a, "tokens_per_round_model": v.all.tokens_model,
             "acceptance_length": v.all.acceptance_length, "hit_rate": v.hit_rate,
             "round_ms": v.all.step_ms, "round_vs_ar": v.all.step_ms / t_ar,
-            "speedup_predicted": predicted, "speedup_measured": v.speedup,
+            "speedup_predicted": predicted, "basis": basis, "speedup_measured": v.speedup,
             "speedup_low": v.speedup_low, "speedup_high": v.speedup_high, "gap": gap,
             "is_flagged": bool(abs(gap) > GAP_FLAG) if not math.isnan(gap) else False,
         })

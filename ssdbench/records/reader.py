@@ -24,9 +24,28 @@ from ssdbench.records.liveness import describe_running
 Tables = dict[str, pa.Table]
 Upgrader = Callable[[dict, Tables], tuple[dict, Tables]]
 
-# UPGRADERS[n] turns a version-n run into a version-(n+1) run. Only v1 exists so far; a
-# v2 schema adds UPGRADERS[1] here and bumps schema.SCHEMA_VERSION.
-UPGRADERS: dict[int, Upgrader] = {}
+HF_BASELINES = ("hf-generate", "hf-assisted")
+
+
+def _v1_to_v2(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
+    """v2 adds requests.batch_size. v1 ran the transformers baselines one request at a time
+    and everything else in batches of the configured size (the last one possibly shorter:
+    its rounds' steps.batch_size says so)."""
+    requests, steps = tables["requests"], tables["steps"]
+    configured = int(manifest.get("config", {}).get("batch_size") or 1)
+    keys = ("method", "engine", "request_idx", "repeat")
+    per_request = {}
+    if steps.num_rows:
+        for row in steps.select([*keys, "batch_size"]).to_pylist():
+            per_request[tuple(row[k] for k in keys)] = row["batch_size"]
+    sizes = [1 if row["method"] in HF_BASELINES else per_request.get(tuple(row[k] for k in keys), configured)
+             for row in requests.select(list(keys)).to_pylist()]
+    requests = requests.append_column("batch_size", pa.array(sizes, type=pa.int32()))
+    return manifest, {**tables, "requests": requests}
+
+
+# UPGRADERS[n] turns a version-n run into a version-(n+1) run.
+UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2}
 
 _NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                     pa.bool_(): pd.BooleanDtype()}

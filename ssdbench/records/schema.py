@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: requests.batch_size
 # Key under which the version is stored in each Parquet file's key-value metadata.
 VERSION_KEY = b"ssdbench.schema_version"
 TABLE_KEY = b"ssdbench.table"
@@ -83,6 +83,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("step_ms", _F64, "whole round, wall time"),
     ),
     "requests": _REQUEST_KEY + (
+        _c("batch_size", _I32, "sequences decoded together with this request (1 for the transformers "
+           "baselines, which run one request at a time)"),
         _c("seed", _I64, "seed of the request's torch.Generator"),
         _c("temperature", _F64, "target sampling temperature (0 = greedy)"),
         _c("prompt_tokens", _I32, "prompt length in tokens"),

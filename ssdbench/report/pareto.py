@@ -7,12 +7,22 @@ import pandas as pd
 from ssdbench.report.summary import add_label
 
 
-def throughput_latency(requests: pd.DataFrame, batch_size: int) -> pd.DataFrame:
+def batch_key(group: pd.DataFrame) -> pd.Series:
+    """Which batch each request of one variant ran in, from the batch size it recorded.
+
+    Batches are consecutive request indices, the first one full; a request decoded alone
+    (batch 1: every transformers baseline request) is its own batch, never grouped.
+    """
+    size = int(group["batch_size"].max())
+    return (group["request_idx"] // size).where(group["batch_size"] > 1, -1 - group["request_idx"])
+
+
+def throughput_latency(requests: pd.DataFrame) -> pd.DataFrame:
     """Per variant: total decode tokens/s over batches, and the median per-request decode latency."""
     requests = add_label(requests)
     rows = []
     for label, group in requests.groupby("label", sort=False):
-        group = group.assign(batch=group["request_idx"] // batch_size)
+        group = group.assign(batch=batch_key(group))
         per_batch = group.groupby(["repeat", "batch"]).agg(tokens=("new_tokens", lambda s: (s - 1).clip(lower=0).sum()),
                                                            decode_ms=("decode_ms", "max"))
         total_s = per_batch["decode_ms"].sum() / 1e3

@@ -25,6 +25,7 @@ REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT = ran
 KIND_BATCH, KIND_ROUND, KIND_STOP = 1, 2, 3
 STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
+IDLE_AFTER_S, IDLE_POLL_S = 1.0, 0.001  # longer than a round here; past it an answer is at most 1 ms late
 MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
 EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
 
@@ -72,15 +73,21 @@ class Mailbox:
 
     # ---- both sides ----
     def wait_for(self, slot: int, value: int, *, is_alive, timeout_s: float | None = None) -> bool:
-        """Spin until ctrl[slot] == value; False if `is_alive()` turns false (checked every ~5 ms)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        """Spin until ctrl[slot] == value; False if `is_alive()` turns false (checked every ~5 ms).
+
+        After IDLE_AFTER_S without an answer the wait is idle, not a round (the run is decoding
+        other methods between this one's prompts): then poll every millisecond instead of
+        spinning, so an idle draft process takes no CPU from them."""
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
         spins = 0
         while int(self.ctrl[slot]) != value:
             spins += 1
             if spins % 256 == 0:
-                if not is_alive() or (deadline is not None and time.monotonic() > deadline):
+                now = time.monotonic()
+                if not is_alive() or (deadline is not None and now > deadline):
                     return False
-                time.sleep(0)  # let the OS run anything else pinned here
+                time.sleep(IDLE_POLL_S if now - start > IDLE_AFTER_S else 0)  # 0: let the OS run anything else pinned here
         return True
 
     def has_request(self, answered: int) -> bool:
