@@ -27,9 +27,7 @@ STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
 MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
 EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
-
-
-TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
+TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine(), lower-cased
 
 
 def check_store_order() -> None:
