@@ -17,6 +17,7 @@ DEFAULT_TARGET = "smollm2-135m"
 DEFAULT_DRAFT = "self-int8"
 MODEL_FREE_DRAFTS = ("ngram",)
 TRUNCATE_SIDES = ("none", "left")
+DEFAULT_ROUND_TIMEOUT_S = 120.0  # an ssd round takes milliseconds to seconds; minutes means the draft hung
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class RunConfig:
     backup: str = "jit"
     saguaro_c: float = 1.0
     timeline: bool = True  # ssd: draw a few rounds of target and draft on a time line
-    round_timeout_s: float = 120.0  # ssd: a draft alive but silent this long fails the run
+    round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S  # ssd: a draft alive but silent this long fails the run
     trust_remote_code: bool = False  # let transformers run Python shipped in a model folder
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
-from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
+from ssdbench.config import DEFAULT_DRAFT, DEFAULT_ROUND_TIMEOUT_S, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
 
@@ -55,7 +55,7 @@ def run_command(
     backup: opt.Backup = "jit",
     saguaro_c: opt.SaguaroC = 1.0,
     timeline: opt.Timeline = True,
-    round_timeout_s: opt.RoundTimeout = 120.0,
+    round_timeout_s: opt.RoundTimeout = DEFAULT_ROUND_TIMEOUT_S,
     trust_remote_code: opt.TrustRemoteCode = False,
     format: opt.Format = "table",
 ) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
-from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, RunConfig
+from ssdbench.config import DEFAULT_DRAFT, DEFAULT_ROUND_TIMEOUT_S, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
 
 SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder: one run directory per point plus index.json. Re-running resumes.")]
@@ -57,7 +57,7 @@ def sweep_command(
     target_device: opt.TargetDevice = None,
     draft_device: opt.DraftDevice = None,
     backup: opt.Backup = "jit",
-    round_timeout_s: opt.RoundTimeout = 120.0,
+    round_timeout_s: opt.RoundTimeout = DEFAULT_ROUND_TIMEOUT_S,
     trust_remote_code: opt.TrustRemoteCode = False,
     format: opt.Format = "table",
 ) -> None:

@@ -167,7 +167,7 @@ def load_run(path: str | os.PathLike) -> Run:
     version = manifest["schema_version"]
     _check_version(path, version)
     _check_status(path, manifest)
-    recorded = manifest
+    recorded = manifest  # the hashes as written at finish time (upgraders may rewrite the manifest)
     tables = {name: _read_table(path, name, recorded) for name in schema.TABLE_NAMES}
     manifest, tables = _upgrade(path, manifest, tables, version)
     frames = {name: _to_pandas(name, _conform(path, name, tables[name]))

@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from ssdbench.config import DEFAULT_ROUND_TIMEOUT_S
 from ssdbench.decoding.batch import DecodeBatch
 from ssdbench.decoding.protocols import Proposal
 from ssdbench.errors import DraftServerError
@@ -17,7 +18,6 @@ from ssdbench.speculation.local import outcomes_of
 from ssdbench.speculation.server import BACKUP_CODES, DraftSpec, serve
 
 START_TIMEOUT_S = 600.0
-DEFAULT_ROUND_TIMEOUT_S = 120.0  # a round takes milliseconds to seconds; minutes means hung
 BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
 
 

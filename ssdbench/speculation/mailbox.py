@@ -28,9 +28,7 @@ ERROR_BYTES = 2048
 IDLE_AFTER_S, IDLE_POLL_S = 1.0, 0.001  # longer than a round here; past it an answer is at most 1 ms late
 MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
 EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
-
-
-TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
+TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine(), lower-cased
 
 
 def check_store_order() -> None:
