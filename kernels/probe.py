@@ -17,8 +17,6 @@ same kernels and stay comparable. The trials are recorded in the run manifest.
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import statistics
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ssdbench.machine_cache import cache_file, read_entries, write_entry
 from ssdbench.records.manifest import cpu_model
 
 TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
@@ -149,8 +148,7 @@ def _one_line(err: BaseException) -> str:
 # ---- the per-machine cache of choices ----
 
 def default_cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ssdbench" / "kernels.json"
+    return cache_file("kernels.json")
 
 
 def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], candidates: Sequence[str]) -> str:
@@ -162,7 +160,7 @@ def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], can
 
 def read_cached(path: Path, key: str) -> DenseChoice | None:
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))[key]
+        entry = read_entries(path)[key]
         trials = tuple(KernelTrial(t["kernel"], t["works"], t["reason"], tuple(map(tuple, t["ms_by_rows"])))
                        for t in entry["trials"])
         return DenseChoice(entry["few_rows"], entry["many_rows"], int(entry["split_rows"]), trials)
@@ -172,16 +170,4 @@ def read_cached(path: Path, key: str) -> DenseChoice | None:
 
 def write_cached(path: Path, key: str, choice: DenseChoice) -> None:
     """Best effort, atomically: a cache that cannot be written only costs a new probe."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        entries = entries if isinstance(entries, dict) else {}
-    except (OSError, ValueError):
-        entries = {}
-    entries[key] = choice.describe()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_entry(path, key, choice.describe())

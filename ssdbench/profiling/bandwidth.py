@@ -6,20 +6,19 @@ Bandwidth is in GB/s (10^9 bytes per second), the unit of GPU datasheets.
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
 import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ssdbench.machine_cache import cache_file, read_entries, write_entry
+
 
 def default_cache_path() -> Path:
     """`$XDG_CACHE_HOME/ssdbench/bandwidth.json` (default `~/.cache/ssdbench/...`)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ssdbench" / "bandwidth.json"
+    return cache_file("bandwidth.json")
 
 
 def _cache_key(device: str, size_mib: int) -> str:
@@ -37,30 +36,10 @@ def _cache_key(device: str, size_mib: int) -> str:
 
 
 def _read_cache(path: Path, key: str) -> float | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
+    value = read_entries(path).get(key)
     valid = isinstance(value, (int, float)) and math.isfinite(value) and value > 0
     return float(value) if valid else None
 
-
-def _write_cache(path: Path, key: str, value: float) -> None:
-    """Best effort: a cache that cannot be written only costs a re-measurement."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        if not isinstance(entries, dict):
-            entries = {}
-    except (OSError, ValueError):
-        entries = {}
-    entries[key] = value
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def _time_sum_s(tensor, device) -> float:
@@ -104,7 +83,7 @@ def measure_read_bandwidth_gbs(device: str = "cpu", *, size_mib: int = 256, repe
         return cached
     value = _measure(device, size_mib, repeats)
     if cache_path is not None:
-        _write_cache(cache_path, key, value)
+        write_entry(cache_path, key, value)
     return value
 
 
