@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """A random tiny Llama folder (vocab 64, seed 0) that CLI tests run against; built once per session."""
+    from cli_fixtures import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
 
 
 @pytest.fixture

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 from cli_checks import assert_one_line_error
-from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app
 
 runner = CliRunner()
 CORES = sorted(os.sched_getaffinity(0))
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
 
 
 def run(tiny: Path, out: Path, *extra: str):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from cli_checks import assert_one_line_error
-from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app
@@ -24,11 +23,6 @@ def strict_loads(text: str):
         raise ValueError(f"non-standard JSON token {token}")
 
     return json.loads(text, parse_constant=refuse)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny", vocab=64, seed=0)
 
 
 def run(tiny: Path, out: Path, *extra: str):
