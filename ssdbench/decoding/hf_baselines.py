@@ -7,6 +7,11 @@ first chunk would carry several tokens at once; instead both baselines prefill f
 the cache. EOS follows ar's semantics: with `ignore_eos` it is an ordinary token and
 decoding runs to `max_new_tokens` (never `min_new_tokens`, which forbids EOS).
 
+Assisted `generate` given the prefill's cache decodes wrongly (transformers 5.x: greedy
+outputs leave the target's after ~20 tokens on SmolLM2, even with the target as its own
+assistant), so the assisted continuation starts without it: the target re-reads the prompt
+inside hf-assisted's decode window, which costs it one prefill there (stated in the manifest).
+
 These run one request at a time; the run records batch size 1 for them.
 """
 
@@ -60,7 +65,8 @@ def hf_generate(
         sequences = first.sequences  # [1, T+1]
         if max_new_tokens > 1 and int(sequences[0, -1]) not in eos_ids:
             rest = _assisted_kwargs(assistant, prompt_lookup_tokens, lookahead)
-            rest[cache_argument_name(model)] = _returned_cache(first)
+            if not rest:  # plain generate continues from its cache; assisted cannot (see module note)
+                rest[cache_argument_name(model)] = _returned_cache(first)
             sequences = model.generate(sequences, attention_mask=torch.ones_like(sequences),
                                        max_new_tokens=max_new_tokens - 1, **common, **rest)
     end_ns = time.perf_counter_ns()
@@ -122,6 +128,8 @@ def describe_baselines(config, target_placement: dict) -> dict:
         else:
             draft = f"transformers' model of {config.draft} (sd's draft weights, transformers' kernels)"
         described["hf-assisted"] = {**common, "draft": draft, "lookahead": config.k,
-                                    "note": "transformers builds the assistant's KV cache in its first round, "
-                                            "inside the decode window"}
+                                    "note": "the continuation starts without the prefill's cache (assisted generate "
+                                            "from a given cache decodes wrongly in transformers 5.x): the target "
+                                            "re-reads the prompt and the assistant builds its KV cache inside the "
+                                            "decode window"}
     return described

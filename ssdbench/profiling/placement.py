@@ -124,7 +124,8 @@ def pinned(placement: Placement | None):
 
 
 def default_placements(num_roles: int = 2) -> tuple[str, str]:
-    """One core each for target and draft where there are at least two; else share what there is."""
+    """Target and draft placements for ssd: the first half of this process's cores for the target, the
+    rest for the draft (one core each on a 2-core machine); with fewer than two cores, both share them."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     if len(cores) >= num_roles:
         half = len(cores) // 2
