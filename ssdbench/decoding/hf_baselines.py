@@ -64,8 +64,9 @@ def hf_generate(
         first_token_ns = time.perf_counter_ns()
         sequences = first.sequences  # [1, T+1]
         if max_new_tokens > 1 and int(sequences[0, -1]) not in eos_ids:
+            assisted = assistant is not None or prompt_lookup_tokens is not None
             rest = _assisted_kwargs(assistant, prompt_lookup_tokens, lookahead)
-            if not rest:  # plain generate continues from its cache; assisted cannot (see module note)
+            if not assisted:  # plain generate continues from its cache; assisted cannot (see module note)
                 rest[cache_argument_name(model)] = _returned_cache(first)
             sequences = model.generate(sequences, attention_mask=torch.ones_like(sequences),
                                        max_new_tokens=max_new_tokens - 1, **common, **rest)
