@@ -5,9 +5,10 @@ import time
 import pandas as pd
 
 import ssdbench.decoding.loop as loop
-from ssdbench.config import RunConfig
 from ssdbench.decoding.recorder import Recorder
-from ssdbench import benchmark, session
+from ssdbench.run import execute, session
+from ssdbench.run.plan import build_plan
+from ssdbench.run.settings import RunSettings
 
 spent = {"ns": 0}
 
@@ -26,10 +27,11 @@ loop._records = timed(loop._records)
 Recorder.add_steps = timed(Recorder.add_steps)
 Recorder.add_request = timed(Recorder.add_request)
 
-config = RunConfig(suite="humaneval", num_prompts=6, max_new_tokens=64, methods=("ar", "sd"), threads=2, batch_size=1)
-models, workload, _ = session.prepare(config)
+plan = build_plan(RunSettings(suite="humaneval", num_prompts=6, max_new_tokens=64, methods=("ar", "sd"), threads=2,
+                              batch_size=1))
+models, workload, _ = session.prepare(plan)
 recorder = Recorder(run_id="overhead")
-benchmark.run_all(config, models, workload, recorder, lambda *a: None)
+execute.run_all(plan, models, workload, recorder, lambda *a: None)
 requests = pd.DataFrame(recorder.requests)
 decode_ms = requests["decode_ms"].sum() + requests["ttft_ms"].sum()
 print(f"rounds recorded: {len(recorder.steps['round'])}, requests: {len(requests)}")

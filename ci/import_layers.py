@@ -3,7 +3,7 @@
 Layers, top first; a module may import its own layer or any layer below it:
 
     cli -> run -> report -> projection -> methods -> decoding -> models/suites
-        -> kernels/sampling/profiling -> records -> base
+        -> kernels/sampling/profiling -> metrics -> records -> base
 
 Every `import ssdbench...` counts, including those inside functions (which hide cycles from
 Python but not from a reader). Prints the upward arrows, the package-level cycles and the
@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("decoding", ("ssdbench.decoding",)),
     ("models", ("ssdbench.models", "ssdbench.suites")),
     ("kernels", ("ssdbench.kernels", "ssdbench.sampling", "ssdbench.profiling")),
+    ("metrics", ("ssdbench.metrics",)),
     ("records", ("ssdbench.records",)),
     ("base", ("ssdbench.errors", "ssdbench.paths", "ssdbench.machine_cache", "ssdbench.settings")),
 ]
@@ -85,8 +86,10 @@ def graph(root: Path) -> tuple[dict[str, set[str]], int]:
     """module -> imported modules, and how many imports of ssdbench sit inside functions."""
     edges: dict[str, set[str]] = defaultdict(set)
     inside = 0
-    for path in sorted((root / "ssdbench").rglob("*.py")):
-        module = module_name(path, root)
+    # kernels/ sits at the top of the repository but is installed as ssdbench.kernels (pyproject.toml)
+    files = [(p, module_name(p, root)) for p in sorted((root / "ssdbench").rglob("*.py"))]
+    files += [(p, "ssdbench." + module_name(p, root)) for p in sorted((root / "kernels").rglob("*.py"))]
+    for path, module in files:
         for target, in_function in imports_of(path, module):
             if target != module:
                 edges[module].add(target)

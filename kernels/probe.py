@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ssdbench.machine_cache import cache_file, read_entries, write_entry
-from ssdbench.records.manifest import cpu_model
+from ssdbench.profiling.environment import cpu_model
 
 TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 PROBE_ROWS = (1, 2, 4, 8)  # a decode step up to a verify of K+1 = 8 rows (oneDNN's packing is tuned for ~8)

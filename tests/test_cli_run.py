@@ -114,12 +114,12 @@ def test_existing_run_is_never_touched(tiny_target, tmp_path):
 
 def test_failure_mid_run_marks_the_run_failed(tiny_target, tmp_path, monkeypatch):
     """A crash after the directory was claimed leaves it marked failed, never complete."""
-    import ssdbench.benchmark as benchmark
+    import ssdbench.run.execute as execute
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash in decoding")
 
-    monkeypatch.setattr(benchmark, "decode_batch", crash)
+    monkeypatch.setattr(execute, "decode_batch", crash)
     out = tmp_path / "run"
     result = run_cli(*base_args(tiny_target, out))
     assert result.exit_code != 0

@@ -14,21 +14,22 @@ import torch
 from cli_fixtures import save_tiny_model
 from typer.testing import CliRunner
 
-from ssdbench import session
-from ssdbench.benchmark import run_all
 from ssdbench.cli.main import app
-from ssdbench.config import RunConfig
-from ssdbench.decoding.hf_baselines import hf_generate
 from ssdbench.decoding.recorder import Recorder
+from ssdbench.methods.transformers_generate import hf_generate
 from ssdbench.models.model_set import ModelSet
+from ssdbench.run import session
+from ssdbench.run.execute import run_all
+from ssdbench.run.plan import build_plan
+from ssdbench.run.settings import RunSettings
 
 runner = CliRunner()
 MAX_NEW = 10
 
 
 def greedy_outputs(folder: Path) -> list[list[int]]:
-    config = RunConfig(target=str(folder), suite="smoke", num_prompts=3, chat_template=False)
-    models, workload, _ = session.prepare(config)
+    plan = build_plan(RunSettings(target=str(folder), suite="smoke", num_prompts=3, chat_template=False))
+    models, workload, _ = session.prepare(plan)
     return [hf_generate(models.hf_target(), list(p), max_new_tokens=MAX_NEW, temperature=0.0, top_p=1.0,
                         eos_ids=frozenset(), seed=0).output_ids for p in workload.token_ids]
 
@@ -91,7 +92,7 @@ def test_assisted_draft_is_the_native_int8_draft(eos_target):
     """hf-assisted's self-int8 assistant computes sd's int8 draft: same logits as the native int8 model,
     not the fp32 target's (which the int8 rounding moves measurably)."""
     target, _ = eos_target
-    models = ModelSet(RunConfig(target=str(target), draft="self-int8"))
+    models = ModelSet(build_plan(RunSettings(target=str(target), draft="self-int8")).models)
     tokens = torch.tensor([[3, 9, 27, 17, 40, 5]])  # [1, T]
     native = models.draft("native")
     native.allocate(1, tokens.shape[1])
@@ -106,7 +107,7 @@ def test_assisted_draft_is_the_native_int8_draft(eos_target):
 def test_the_decode_window_opens_after_one_prefill_forward_and_no_drafting(eos_target):
     """Like ar's: when the first token is noted, the target has run only its prefill, the assistant nothing."""
     target, _ = eos_target
-    models = ModelSet(RunConfig(target=str(target), draft="self-int8"))
+    models = ModelSet(build_plan(RunSettings(target=str(target), draft="self-int8")).models)
     calls: list[tuple[str, int]] = []
     hooks = [m.register_forward_hook(lambda *_, name=name: calls.append((name, time.perf_counter_ns())))
              for name, m in (("target", models.hf_target()), ("draft", models.hf_draft()))]
@@ -142,14 +143,15 @@ def test_order_and_per_request_batch_size_are_recorded(eos_target, tmp_path, ord
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or 0 not in os.sched_getaffinity(0), reason="needs core 0")
 def test_baselines_run_on_the_targets_cores_and_threads(eos_target):
     target, _ = eos_target
-    config = RunConfig(target=str(target), suite="smoke", num_prompts=2, max_new_tokens=4, chat_template=False,
-                       methods=("ar", "hf-generate", "hf-assisted"), target_device="cpu:0")
-    models, workload, _ = session.prepare(config)
+    plan = build_plan(RunSettings(target=str(target), suite="smoke", num_prompts=2, max_new_tokens=4,
+                                  chat_template=False, methods=("ar", "hf-generate", "hf-assisted"),
+                                  target_device="cpu:0"))
+    models, workload, _ = session.prepare(plan)
     seen = set()
     hooks = [m.register_forward_hook(lambda *_: seen.add((frozenset(os.sched_getaffinity(0)), torch.get_num_threads())))
              for m in (models.hf_target(), models.hf_draft())]
     try:
-        run_all(config, models, workload, Recorder(run_id="pinned"), lambda label, n: None)
+        run_all(plan, models, workload, Recorder(run_id="pinned"), lambda label, n: None)
     finally:
         for hook in hooks:
             hook.remove()
@@ -159,7 +161,7 @@ def test_baselines_run_on_the_targets_cores_and_threads(eos_target):
 def test_assisted_generate_on_the_real_model_is_greedy_identical_to_generate():
     """Caught on SmolLM2: assisted generate continued from the prefill's cache left the target's greedy
     output after ~20 tokens; tiny random models never got there."""
-    models = ModelSet(RunConfig(target="smollm2-135m", draft="self-int8"))
+    models = ModelSet(build_plan(RunSettings(target="smollm2-135m", draft="self-int8")).models)
     prompt = models.tokenizer("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n").input_ids
     kwargs = dict(max_new_tokens=40, temperature=0.0, top_p=1.0, eos_ids=frozenset(), seed=0)
     plain = hf_generate(models.hf_target(), prompt, **kwargs).output_ids

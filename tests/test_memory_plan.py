@@ -46,9 +46,12 @@ def test_slots_match_what_the_batch_and_the_speculator_allocate():
 
 
 @pytest.mark.parametrize("methods,slack", [(("ar",), 0), (("ar", "sd"), 4), (("ar", "sd", "ssd"), 8),
-                                           (("hf-assisted",), 4)])
-def test_positions_needed_add_the_drafts_past_the_last_token(methods, slack):
-    assert mp.positions_needed(prompt_tokens=100, max_new_tokens=50, k=4, methods=methods) == 150 + slack
+                                           (("hf-assisted",), 4), (("hf-generate",), 0)])
+def test_the_plan_reserves_the_drafts_past_the_last_token(methods, slack):
+    from ssdbench.run.plan import build_plan
+    from ssdbench.run.settings import RunSettings
+
+    assert build_plan(RunSettings(methods=methods, k=4)).draft_slack == slack
 
 
 def test_int8_self_draft_holds_about_a_quarter_of_fp32_linears():

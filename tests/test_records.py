@@ -12,7 +12,8 @@ import pytest
 
 from ssdbench.errors import RunDirectoryError
 from ssdbench.records import reader, schema
-from ssdbench.records.manifest import capture_environment, hash_files, sha256_file
+from ssdbench.profiling.environment import capture_environment
+from ssdbench.records.manifest import hash_files, sha256_file
 from ssdbench.records.reader import load_run, read_manifest
 from ssdbench.records.schema import SchemaError, table_from_columns
 from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id

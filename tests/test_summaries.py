@@ -60,7 +60,7 @@ def test_throughput_counts_a_batch_once_at_its_longest_row():
 
 
 def test_end_to_end_speedup_is_spec_bench_ratio_of_mean_speeds_with_ttft_included():
-    from ssdbench.report.summary import end_to_end_speedup
+    from ssdbench.metrics.summary import end_to_end_speedup
 
     def frame(ttft_ms, decode_ms, new_tokens):
         return pd.DataFrame({"suite": "s", "prompt_id": ["a", "b", "c"][: len(ttft_ms)], "repeat": 0,

@@ -41,17 +41,17 @@ def test_sweep_runs_every_point_once_and_loads_models_once(tiny_target, tmp_path
 
 
 def test_sweep_resumes_after_an_interruption(tiny_target, tmp_path, monkeypatch):
-    import ssdbench.session as session
+    import ssdbench.run.session as session
 
     out = tmp_path / "sw"
     original = session.execute
     calls = []
 
-    def interrupt_third(config, *args, **kwargs):  # Ctrl-C in the middle of the third point
-        calls.append(config.out.name)
+    def interrupt_third(plan, *args, **kwargs):  # Ctrl-C in the middle of the third point
+        calls.append(plan.out.name)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return original(config, *args, **kwargs)
+        return original(plan, *args, **kwargs)
 
     monkeypatch.setattr(session, "execute", interrupt_third)
     assert sweep(tiny_target, out).exit_code != 0
@@ -78,9 +78,9 @@ def test_sweep_refuses_a_folder_that_is_not_a_sweep(tiny_target, tmp_path):
 
 
 def test_a_failed_point_is_marked_failed_in_the_index(tiny_target, tmp_path, monkeypatch):
-    import ssdbench.session as session
+    import ssdbench.run.session as session
 
-    def crash(config, *args, **kwargs):
+    def crash(plan, *args, **kwargs):
         raise RuntimeError("simulated crash in decoding")
 
     monkeypatch.setattr(session, "execute", crash)

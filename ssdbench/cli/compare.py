@@ -90,7 +90,7 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     from rich.table import Table
 
     from ssdbench.report.markdown import HEADERS, cells, run_lines
-    from ssdbench.report.summary import SPEEDUP_NOTE
+    from ssdbench.metrics.summary import SPEEDUP_NOTE
 
     console = Console()
     if not console.is_terminal and console.width < 240:  # pipes and CI logs: no wrapped cells

@@ -10,16 +10,11 @@ import typer
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, list_runs
-from ssdbench.config import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
+from ssdbench.run.settings import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
 from ssdbench.profiling.devices import check_device
 
-METHOD_NOTES = {"ar": "autoregressive: one target forward, one token",
-                "sd": "speculative: draft proposes K, target verifies",
-                "ssd": "speculative speculative (Saguaro): drafting overlaps verification",
-                "hf-generate": "transformers' generate (baseline)",
-                "hf-assisted": "transformers' assisted generation (baseline)"}
 NOTABLE_PACKAGES = ("torch", "transformers", "flash-attn", "nvidia-ml-py", "pyarrow")
 CONTEXT_TOKENS = 2048  # per sequence, for validate's KV-cache estimate
 Format = Annotated[str, typer.Option("--format", help="table or json.")]
@@ -69,12 +64,15 @@ def _packages() -> dict:
 
 def inventory(data_dir: Path | None) -> dict:
     """Everything `ls` shows, as plain data."""
-    from ssdbench.config import ENGINES, METHODS
     from ssdbench.kernels.registry import list_backends
+    from ssdbench.methods.registry import METHODS
+    from ssdbench.models.drafts import KINDS
+    from ssdbench.run.settings import ENGINES
     from ssdbench.suites import list_suites
 
     return {
-        "methods": [{"name": m, "note": METHOD_NOTES.get(m, "")} for m in METHODS],
+        "methods": [{"name": m.name, "note": m.summary} for m in METHODS.values()],
+        "drafts": [{"name": d.name, "note": d.summary} for d in KINDS.values()],
         "engines": list(ENGINES),
         "attention_backends": [{"name": n, "available": ok, "reason": why} for n, ok, why in list_backends()],
         "suites": [{"name": s.name, "available": s.is_available, "description": s.description, "origin": s.origin,
@@ -109,6 +107,7 @@ def _print_inventory(info: dict) -> None:
         console.width = 160
     methods = [(m["name"], m["note"]) for m in info["methods"]]
     console.print(_table("methods", ("name", "what"), methods + [("engines", ", ".join(info["engines"]))]))
+    console.print(_table("drafts (--draft)", ("name", "what"), [(d["name"], d["note"]) for d in info["drafts"]]))
     console.print(_table("attention backends", ("name", "available", "why not"), [
         (b["name"], _yes(b["available"]), escape(b["reason"])) for b in info["attention_backends"]]))
     console.print(_table("suites", ("name", "available", "what", "reads / why not"), [
@@ -145,7 +144,7 @@ def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = DEFAULT_RUNS_DIR, f
 
 
 def _available_mib(device) -> float | None:
-    from ssdbench.limits import available_bytes
+    from ssdbench.run.limits import available_bytes
 
     free = available_bytes(str(device))
     return None if free is None else free / 2**20
@@ -164,15 +163,16 @@ def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple
 
 def _resolve_pair(target: str, draft: str, *, trust_remote_code: bool):
     """(target source, draft source or None, draft description); vocabularies, tensor names and shapes checked."""
-    from ssdbench.models.model_set import NGRAM, SELF_INT8
+    from ssdbench.models.drafts import parse_draft
     from ssdbench.models.source import resolve_model
     from ssdbench.models.weights import check_same_vocabulary, check_weights_match_config, load_config, load_tokenizer
 
     target_source = resolve_model(target, trust_remote_code=trust_remote_code)
     check_weights_match_config(target_source, load_config(target_source))
-    if draft in (NGRAM, SELF_INT8):
-        return target_source, None, {NGRAM: "n-gram prompt lookup (no model)", SELF_INT8: "int8 copy of the target"}[draft]
-    draft_source = resolve_model(draft, trust_remote_code=trust_remote_code)
+    choice = parse_draft(draft)
+    if choice.model_spec is None:
+        return target_source, None, choice.info.summary
+    draft_source = resolve_model(choice.model_spec, trust_remote_code=trust_remote_code)
     check_weights_match_config(draft_source, load_config(draft_source))
     check_same_vocabulary((load_config(target_source), load_tokenizer(target_source)),
                           (load_config(draft_source), load_tokenizer(draft_source)))

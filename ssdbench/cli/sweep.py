@@ -1,9 +1,16 @@
-"""`ssdbench sweep`: a grid of runs over batch size, temperature, K and fan-out, models loaded once."""
+"""`ssdbench sweep`: a grid of runs with models loaded once.
+
+Takes every option of `run` (declared once, in options.py). A comma list given to a
+one-value option (`--k 2,4`, `--temperature 0,0.7`, `--batch-sizes 1,2,4`) is an axis of the
+grid; `--grid FIELD=V1,V2` makes an axis of any run setting (separate values with ';' when a
+value holds commas itself: `--grid methods='ar,sd;ar,ssd'`).
+"""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -12,102 +19,102 @@ from rich.table import Table
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
-from ssdbench.config import DEFAULT_DRAFT, DEFAULT_ROUND_TIMEOUT_S, DEFAULT_TARGET, RunConfig
 from ssdbench.errors import UsageError
+from ssdbench.run.settings import RunSettings
 
 SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder: one run directory per point plus index.json. Re-running resumes.")]
-BatchSizes = Annotated[str, typer.Option("--batch-sizes", help="Comma list, e.g. 1,2,4,8.")]
-Temperatures = Annotated[str, typer.Option("--temperatures", help="Comma list, e.g. 0,0.7.")]
-Lookaheads = Annotated[str, typer.Option("--k", help="Comma list of lookaheads K.")]
-FanOuts = Annotated[Optional[str], typer.Option("--fan-out", help="Comma list of ssd fan-outs (integers or auto).")]
+Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over any run setting: FIELD=V1,V2 (repeatable; ';' between values that hold commas).")]
+SWEEP_OPTIONS = tuple(o for o in opt.RUN_OPTIONS if o.field != "out")  # --out is the sweep's folder
 
 
-def _numbers(text: str, flag: str, kind):
-    try:
-        return [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} must be a comma list of numbers, got '{text}'") from None
+def sweep_command(*, out: Path = Path("runs/sweep"), grid: Optional[list[str]] = None, format: str = "table",
+                  **values) -> None:
+    from ssdbench.run.sweep import grid as make_grid
 
-
-@reports_errors
-def sweep_command(
-    out: SweepOut = Path("runs/sweep"),
-    batch_sizes: BatchSizes = "1,2,4",
-    temperatures: Temperatures = "0",
-    k: Lookaheads = "4",
-    fan_out: FanOuts = None,
-    target: opt.Target = DEFAULT_TARGET,
-    draft: opt.Draft = DEFAULT_DRAFT,
-    suite: opt.Suite = "humaneval",
-    methods: opt.Methods = "ar,sd",
-    max_new_tokens: opt.MaxNewTokens = 64,
-    ignore_eos: opt.IgnoreEos = False,
-    truncate_prompts: opt.TruncatePrompts = "none",
-    order: opt.Order = "interleaved",
-    num_prompts: opt.NumPrompts = 8,
-    repeats: opt.Repeats = 1,
-    seed: opt.Seed = 0,
-    device: opt.Device = "cpu",
-    dtype: opt.Dtype = "float32",
-    engine: opt.Engine = "native",
-    threads: opt.Threads = None,
-    linear_kernel: opt.LinearKernel = "auto",
-    data_dir: opt.DataDir = None,
-    chat_template: opt.ChatTemplate = True,
-    target_device: opt.TargetDevice = None,
-    draft_device: opt.DraftDevice = None,
-    backup: opt.Backup = "jit",
-    round_timeout_s: opt.RoundTimeout = DEFAULT_ROUND_TIMEOUT_S,
-    trust_remote_code: opt.TrustRemoteCode = False,
-    format: opt.Format = "table",
-) -> None:
-    from ssdbench.cli.run import split_list
-    from ssdbench.sweep import grid
-
-    base = RunConfig(
-        target=target, draft=draft, suite=suite, methods=split_list(methods), max_new_tokens=max_new_tokens,
-        ignore_eos=ignore_eos, order=order, num_prompts=num_prompts or None, repeats=repeats, seed=seed, device=device,
-        dtype=dtype, engines=split_list(engine), threads=threads, linear_kernel=linear_kernel, data_dir=data_dir,
-        chat_template=chat_template,
-        target_device=target_device, draft_device=draft_device, backup=backup, timeline=False,
-        round_timeout_s=round_timeout_s, trust_remote_code=trust_remote_code, truncate_prompts=truncate_prompts,
-    )
-    points = grid(_numbers(batch_sizes, "--batch-sizes", int), _numbers(temperatures, "--temperatures", float),
-                  _numbers(k, "--k", int), split_list(fan_out) if fan_out else None)
+    base_values, axes = _split_axes(values)
+    for spec in grid or []:
+        field, options = _grid_axis(spec)
+        if field in axes:
+            raise UsageError(f"--grid {field}: the setting is already an axis of the sweep")
+        axes[field] = options
+    base = RunSettings(**base_values)
     with signals_interrupt():
-        perform_sweep(base, points, out, format=format)
+        perform_sweep(base, make_grid(base, axes), out, format=format)
 
 
-def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> None:
+sweep_command.__signature__ = opt.command_signature(
+    [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=Path("runs/sweep"), annotation=SweepOut),
+     inspect.Parameter("grid", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Grid)]
+    + [opt.sweep_parameter(o) for o in SWEEP_OPTIONS]
+    + [inspect.Parameter("format", inspect.Parameter.KEYWORD_ONLY, default="table", annotation=opt.Format)])
+sweep_command = reports_errors(sweep_command)
+
+
+def _split_axes(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
+    """Base settings (one value each) and axes (the options given several comma-separated values)."""
+    base, axes = {}, {}
+    for field, value in values.items():
+        option = opt.BY_FIELD[field]
+        if not opt.sweepable(option):
+            base[field] = option.to_setting(value)
+        elif value is None:
+            base[field] = option.to_setting(None)
+        else:
+            parsed = [opt.parse_value(option, part) for part in str(value).split(",") if part.strip()]
+            if not parsed:
+                raise UsageError(f"--{option.name}: no value given")
+            if len(parsed) == 1:
+                base[field] = parsed[0]
+            else:
+                axes[field] = parsed
+                base[field] = parsed[0]
+    return base, axes
+
+
+def _grid_axis(spec: str) -> tuple[str, list]:
+    name, sep, text = spec.partition("=")
+    if not sep or not text.strip():
+        raise UsageError(f"--grid expects FIELD=V1,V2, got '{spec}'")
+    option = opt.option_named(name)
+    if option.field == "out":
+        raise UsageError("--grid out: each point's directory is named by the sweep")
+    parts = text.split(";") if ";" in text or option.listed else text.split(",")
+    return option.field, [opt.parse_value(option, part) if not option.listed else option.to_setting(part.strip())
+                          for part in parts if part.strip()]
+
+
+def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) -> None:
     import pandas as pd
 
-    from ssdbench import benchmark, session
     from ssdbench.cli.run import progress_bar
     from ssdbench.records.reader import load_run
     from ssdbench.report.pareto import mark_pareto, throughput_latency
-    from ssdbench.sweep import point_config, point_status, prepare_sweep_dir, set_aside, write_index
+    from ssdbench.run import execute, session
+    from ssdbench.run.plan import build_plan
+    from ssdbench.run.sweep import point_settings, point_status, prepare_sweep_dir, set_aside, write_index
 
-    configs = [point_config(base, p, sweep_dir) for p in points]  # validates every point's settings first
-    for config in configs:
-        session.validate(config)
+    plans = [build_plan(point_settings(base, p, sweep_dir)) for p in points]  # every point checked first
+    for plan in plans:
+        session.validate(plan)
+    _check_same_models(plans)
     prepare_sweep_dir(sweep_dir)
     console = Console(stderr=format == "json")
-    widest = max(configs, key=lambda c: c.k)  # prompts fitted once, to the point reaching furthest
+    widest = max(plans, key=lambda p: p.draft_slack)  # prompts fitted once, to the point reaching furthest
     models, workload, suite_info = session.prepare(widest)  # loaded once for every point
-    for config in configs:
-        session.check_limits(config, models, workload)
+    for plan in plans:
+        session.check_limits(plan, models, workload)
     statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
     write_index(sweep_dir, base, points, statuses)
-    todo = [(p, c) for p, c in zip(points, configs) if statuses[p.name] != "complete"]
+    todo = [(p, plan) for p, plan in zip(points, plans) if statuses[p.name] != "complete"]
     with progress_bar(console) as progress:
-        task = progress.add_task("sweep", total=sum(benchmark.count_units(c, workload) for _, c in todo))
-        for point, config in todo:
+        task = progress.add_task("sweep", total=sum(execute.count_units(plan, workload) for _, plan in todo))
+        for point, plan in todo:
             if statuses[point.name] != "absent":
                 set_aside(sweep_dir / point.name)
             statuses[point.name] = "running"
             write_index(sweep_dir, base, points, statuses)
             try:
-                session.run_point(config, models, workload, suite_info,
+                session.run_point(plan, models, workload, suite_info,
                                   lambda label, n, name=point.name: progress.update(task, advance=n,
                                                                                     description=f"{name} {label}"))
             finally:  # interrupted or failed: the index says so too, as the point's own manifest does
@@ -120,6 +127,15 @@ def perform_sweep(base: RunConfig, points, sweep_dir: Path, *, format: str) -> N
         frames.append(frame.assign(point=point.name))
     frontier = mark_pareto(pd.concat(frames, ignore_index=True))
     _print_frontier(frontier, console, format, skipped=len(points) - len(todo))
+
+
+def _check_same_models(plans) -> None:
+    """Models and prompts are loaded once for the whole sweep: no axis may change them."""
+    first = plans[0]
+    for plan in plans[1:]:
+        if plan.models != first.models or plan.suite != first.suite:
+            raise UsageError("a sweep loads its models and prompts once: target, draft, dtype, engines, devices and "
+                             "the suite cannot be axes; run those as separate sweeps")
 
 
 def _print_frontier(frontier, console: Console, format: str, *, skipped: int) -> None:

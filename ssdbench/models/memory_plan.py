@@ -67,18 +67,6 @@ def mib(num_bytes: float) -> str:
     return f"{num_bytes / 2**20:,.0f} MiB"
 
 
-def positions_needed(*, prompt_tokens: int, max_new_tokens: int, k: int, methods: tuple[str, ...]) -> int:
-    """Positions the longest request reaches: prompt and new tokens, plus K drafts past the last
-    (sd, and ssd's verify), and ssd's tree another K past its attachment point."""
-    return prompt_tokens + max_new_tokens + context_slack(k, methods)
-
-
-def context_slack(k: int, methods: tuple[str, ...]) -> int:
-    if "ssd" in methods:
-        return 2 * k
-    return k if any(m != "ar" for m in methods) else 0
-
-
 def weight_bytes(shape: ModelShape, *, itemsize: int, is_int8: bool = False) -> int:
     """The model as the engine holds it: dense in `itemsize` bytes, or int8 linears (embedding and norms kept)."""
     if not is_int8:

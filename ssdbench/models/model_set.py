@@ -11,22 +11,36 @@ from functools import cached_property
 
 import torch
 
-from ssdbench.config import RunConfig
 from ssdbench.errors import UsageError
+from ssdbench.models.drafts import NGRAM, SELF_INT8, DraftChoice, parse_draft
 
-SELF_INT8 = "self-int8"
-NGRAM = "ngram"
+__all__ = ["NGRAM", "SELF_INT8", "ModelSet", "ModelSettings", "torch_dtype"]
 
 
 def torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+@dataclass(frozen=True)
+class ModelSettings:
+    """What the model set needs to know of a run (made by the run plan)."""
+
+    target: str
+    draft: DraftChoice = parse_draft(SELF_INT8)
+    dtype: str = "float32"
+    attention: str = "sdpa"
+    linear_kernel: str = "auto"
+    device: str = "cpu"  # where the target (and sd's in-process draft) runs
+    engines: tuple[str, ...] = ("native",)
+    allow_download: bool = False
+    trust_remote_code: bool = False
+
+
 @dataclass
 class ModelSet:
     """Resolves the target and draft once; builds each engine's models when first asked."""
 
-    config: RunConfig
+    config: ModelSettings
     _cache: dict = field(default_factory=dict)
 
     @cached_property
@@ -38,11 +52,11 @@ class ModelSet:
 
     @cached_property
     def draft_source(self):
-        if self.config.draft in (SELF_INT8, NGRAM):
+        if self.config.draft.model_spec is None:
             return None
         from ssdbench.models.source import resolve_model
 
-        return resolve_model(self.config.draft, allow_download=self.config.allow_download,
+        return resolve_model(self.config.draft.model_spec, allow_download=self.config.allow_download,
                              trust_remote_code=self.config.trust_remote_code)
 
     @cached_property
@@ -85,9 +99,9 @@ class ModelSet:
         return self._get(("target", engine), lambda: self._build(self.target_source, engine, int8=False))
 
     def draft(self, engine: str):
-        if self.config.draft == NGRAM:
-            raise UsageError("the ngram draft has no model")
-        if self.config.draft == SELF_INT8:
+        if not self.config.draft.has_model:
+            raise UsageError(f"the {self.config.draft.kind} draft has no model")
+        if self.config.draft.int8:
             return self._get(("draft", engine), lambda: self._build(self.target_source, engine, int8=True))
         return self._get(("draft", engine), lambda: self._build(self.draft_source, engine, int8=False))
 
@@ -96,18 +110,16 @@ class ModelSet:
         return self._get(("hf-model", "target"), lambda: self._load_hf(self.target_source))
 
     def hf_draft(self):
-        if self.config.draft == SELF_INT8:
+        if self.config.draft.int8:
             from ssdbench.models.hf_engine import int8_weight_only_copy
 
             return self._get(("hf-model", "draft"), lambda: int8_weight_only_copy(self.hf_target()))
         return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
 
-    @cached_property
+    @property
     def device(self) -> str:
-        """The target's device: --target-device where given (its cores are pinned elsewhere), else --device."""
-        from ssdbench.speculation.setup import placements
-
-        return placements(self.config)[0].device
+        """The target's device (the run plan's target placement)."""
+        return self.config.device
 
     def _get(self, key, build):
         if key not in self._cache:

@@ -25,7 +25,7 @@ def _cache_key(device: str, size_mib: int) -> str:
     """Identifies the measurement: machine, device model, and CPU threads for a CPU."""
     import torch
 
-    from ssdbench.records.manifest import cpu_model
+    from ssdbench.profiling.environment import cpu_model
 
     dev = torch.device(device)
     if dev.type == "cuda":

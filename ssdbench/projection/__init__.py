@@ -127,7 +127,7 @@ def describe_hardware(manifest: dict) -> str:
 
 def measure_run(run) -> Measured:
     """The theory's inputs, per variant with recorded rounds, from a loaded `Run`."""
-    from ssdbench.report.summary import add_label, summarize
+    from ssdbench.metrics.summary import add_label, summarize
 
     steps = add_label(run.steps)
     summary = summarize(run.requests, run.steps).set_index("label")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssdbench.report.summary import add_label
+from ssdbench.metrics.summary import add_label
 
 
 def target_mbu(requests: pd.DataFrame, *, weight_bytes: float | None, bandwidth_gbs: float | None) -> dict[str, float]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ssdbench.errors import UsageError
 from ssdbench.records.reader import Run
-from ssdbench.report.summary import PAIR_KEYS, add_label, summarize
+from ssdbench.metrics.summary import PAIR_KEYS, add_label, summarize
 
 DEFAULT_BASELINE = "ar"
 

@@ -19,8 +19,8 @@ import pandas as pd
 from ssdbench.errors import UsageError
 from ssdbench.records.reader import Run
 from ssdbench.report.compare import paired
-from ssdbench.report.stats import geometric_mean_ci
-from ssdbench.report.summary import PAIR_KEYS, add_label
+from ssdbench.metrics.stats import geometric_mean_ci
+from ssdbench.metrics.summary import PAIR_KEYS, add_label
 
 PASS, FAIL, INSUFFICIENT, NOISE, NOT_APPLICABLE = "pass", "FAIL", "insufficient data", "pass (within noise)", "n/a"
 MIN_PAIRS = 5

@@ -36,7 +36,7 @@ def _cell(value, fmt: str) -> str:
 
 
 def summary_html(summary) -> str:
-    """The summary DataFrame (report.summary.summarize) as an HTML table."""
+    """The summary DataFrame (metrics.summary.summarize) as an HTML table."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in _COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{_cell(row[col], fmt)}</td>" for _, col, fmt in _COLUMNS) + "</tr>"
                    for _, row in summary.iterrows())
@@ -60,7 +60,7 @@ def _settings(run) -> str:
 
 def run_section(run, name: str) -> str:
     from ssdbench.report.render import exactness_line
-    from ssdbench.report.summary import summarize
+    from ssdbench.metrics.summary import summarize
 
     summary = summarize(run.requests, run.steps)
     greedy = run.manifest.get("config", {}).get("temperature", 0) == 0

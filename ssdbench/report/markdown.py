@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ssdbench.report.compare import Comparison
-from ssdbench.report.summary import SPEEDUP_NOTE
+from ssdbench.metrics.summary import SPEEDUP_NOTE
 
 HEADERS = ("run", "variant", "req", "decode tok/s p50", "decode speedup [95% CI]", "e2e speedup", "pairs", "accept len pooled/req",
            "accept@i marginal", "accept@i conditional", "cache hit (AL hit/miss)", "TTFT ms p50/p90",

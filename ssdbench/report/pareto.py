@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssdbench.report.summary import add_label
+from ssdbench.metrics.summary import add_label
 
 
 def batch_key(group: pd.DataFrame) -> pd.Series:

@@ -37,7 +37,7 @@ def run_names(runs) -> list[str]:
 def stack_runs(runs) -> Frames:
     import pandas as pd
 
-    from ssdbench.report.summary import add_label
+    from ssdbench.metrics.summary import add_label
 
     def stacked(table: str, labelled: bool):
         parts = []
@@ -89,7 +89,7 @@ def _per_position(fig, d: Frames) -> str | None:
 
 
 def _throughput(fig, d: Frames) -> str | None:
-    from ssdbench.report.stats import geometric_mean_ci
+    from ssdbench.metrics.stats import geometric_mean_ci
 
     rates = d.requests.dropna(subset=["decode_tokens_per_s"])
     if rates.empty:

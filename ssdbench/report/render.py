@@ -8,7 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from ssdbench.report.summary import SPEEDUP_NOTE
+from ssdbench.metrics.summary import SPEEDUP_NOTE
 
 
 def _num(value: float, fmt: str = "{:.2f}") -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from ssdbench.report.summary import PAIR_KEYS, add_label
+from ssdbench.metrics.summary import PAIR_KEYS, add_label
 
 REQUEST_KEY = ["label"] + PAIR_KEYS  # one request of one variant
 

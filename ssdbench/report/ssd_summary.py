@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssdbench.report.summary import add_label, cache_hits
+from ssdbench.metrics.summary import add_label, cache_hits
 
 
 def round_level(steps: pd.DataFrame) -> pd.DataFrame:

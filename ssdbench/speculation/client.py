@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from ssdbench.config import DEFAULT_ROUND_TIMEOUT_S
+from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 from ssdbench.decoding.batch import DecodeBatch
 from ssdbench.decoding.protocols import Proposal
 from ssdbench.errors import DraftServerError

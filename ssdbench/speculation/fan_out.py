@@ -61,10 +61,11 @@ def miss_default(after_hit: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def build_fan_out(spec: str, *, k: int, fan_out_list: str | None, miss_list: str | None,
-                  geometric: tuple[float, float, int] | None = None) -> FanOut:
+                  geometric: tuple[tuple[int, ...], str] | None = None) -> FanOut:
     """From the CLI: `--fan-out F|geometric|auto`, `--fan-out-list`, `--fan-out-miss-list`.
 
-    geometric: (a, r, budget) from a fitted previous run (see ssdbench.projection.theory).
+    geometric: (branches per accepted count 0..K, how they were fitted), made by the run plan from
+    a previous run (ssdbench.projection.theory.geometric_fan_out).
     """
     auto = spec == "auto"
     if fan_out_list:
@@ -73,11 +74,7 @@ def build_fan_out(spec: str, *, k: int, fan_out_list: str | None, miss_list: str
     elif spec == "geometric":
         if geometric is None:
             raise UsageError("--fan-out geometric needs --fit-from RUN (a previous run to fit acceptance from)")
-        from ssdbench.projection.theory import geometric_fan_out
-
-        a, r, budget = geometric
-        after_hit = tuple(geometric_fan_out(budget, a, r, k))
-        description = f"geometric a={a:.3f} r={r:.3f} budget={budget}"
+        after_hit, description = tuple(geometric[0]), geometric[1]
     elif auto:
         after_hit = uniform(3, k)
         description = "auto (uniform 3, trimmed to fit one verify)"

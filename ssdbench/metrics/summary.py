@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssdbench.report.stats import geometric_mean_ci
+from ssdbench.metrics.stats import geometric_mean_ci
 
 PAIR_KEYS = ["suite", "prompt_id", "repeat"]
 SPEEDUP_NOTE = ("decode speedup: paired geometric mean of decode tok/s ratios (prefill excluded); e2e speedup: "

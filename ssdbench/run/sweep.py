@@ -13,40 +13,53 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ssdbench.config import RunConfig
 from ssdbench.errors import RunDirectoryError, UsageError
 from ssdbench.records import strict_json
 from ssdbench.records.writer import enclosing_run
+from ssdbench.run.settings import RunSettings
 
 INDEX_NAME = "index.json"
+ALWAYS_NAMED = ("batch_size", "temperature", "k")  # every point's name says these, swept or not
+SHORT_NAMES = {"batch_size": "b", "temperature": "t", "k": "k", "fan_out": "f"}
 
 
 @dataclass(frozen=True)
 class SweepPoint:
-    batch_size: int
-    temperature: float
-    k: int
-    fan_out: str | None  # None: the base config's
+    """One point of the grid: the settings it changes from the base, in axis order."""
+
+    values: tuple[tuple[str, Any], ...]  # (RunSettings field, value)
 
     @property
     def name(self) -> str:
-        parts = [f"b{self.batch_size}", f"t{self.temperature:g}", f"k{self.k}"]
-        return "-".join(parts + ([f"f{self.fan_out}"] if self.fan_out else []))
+        return "-".join(_name_part(field, value) for field, value in self.values)
+
+    def as_dict(self) -> dict:
+        return dict(self.values)
 
 
-def grid(batch_sizes, temperatures, ks, fan_outs) -> list[SweepPoint]:
-    points = [SweepPoint(b, t, k, f) for b, t, k, f in itertools.product(batch_sizes, temperatures, ks, fan_outs or [None])]
-    if not points:
+def _name_part(field: str, value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else ",".join(value) if isinstance(value, tuple) else str(value)
+    text = "".join(c if c.isalnum() or c in ".,_+" else "_" for c in text)
+    return f"{SHORT_NAMES.get(field, field.replace('_', '-') + '=')}{text}"
+
+
+def grid(base: RunSettings, axes: dict[str, list]) -> list[SweepPoint]:
+    """Every combination of the axes' values (field -> values), batch size, temperature and K first."""
+    fields = list(ALWAYS_NAMED) + [f for f in axes if f not in ALWAYS_NAMED]
+    columns = [axes.get(f) or [getattr(base, f)] for f in fields]
+    if any(not values for values in axes.values()):
         raise UsageError("the sweep grid is empty")
+    points = [SweepPoint(tuple(zip(fields, combo))) for combo in itertools.product(*columns)]
+    names = [p.name for p in points]
+    if len(set(names)) != len(names):
+        raise UsageError("the sweep grid lists a value twice on one axis")
     return points
 
 
-def point_config(base: RunConfig, point: SweepPoint, sweep_dir: Path) -> RunConfig:
-    changes = {"batch_size": point.batch_size, "temperature": point.temperature, "k": point.k, "out": sweep_dir / point.name}
-    if point.fan_out:
-        changes["fan_out"] = point.fan_out
-    return dataclasses.replace(base, **changes)
+def point_settings(base: RunSettings, point: SweepPoint, sweep_dir: Path) -> RunSettings:
+    return dataclasses.replace(base, **point.as_dict(), out=sweep_dir / point.name)
 
 
 def point_status(path: Path) -> str:
@@ -70,10 +83,10 @@ def set_aside(path: Path) -> Path:
     raise AssertionError("unreachable")
 
 
-def write_index(sweep_dir: Path, base: RunConfig, points: list[SweepPoint], statuses: dict[str, str]) -> None:
+def write_index(sweep_dir: Path, base: RunSettings, points: list[SweepPoint], statuses: dict[str, str]) -> None:
     data = {"base_config": base.to_dict(), "points": [
-        {**dataclasses.asdict(p), "name": p.name, "run_dir": p.name, "status": statuses.get(p.name, "pending")}
-        for p in points]}
+        {**{k: list(v) if isinstance(v, tuple) else v for k, v in p.values}, "name": p.name, "run_dir": p.name,
+         "status": statuses.get(p.name, "pending")} for p in points]}
     tmp = sweep_dir / f".{INDEX_NAME}.tmp"
     tmp.write_text(strict_json.dumps(data, indent=2))
     os.replace(tmp, sweep_dir / INDEX_NAME)

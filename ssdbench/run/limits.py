@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ssdbench.config import RunConfig
 from ssdbench.errors import UsageError
 from ssdbench.models import memory_plan as mp
+from ssdbench.run.plan import RunPlan
 
 
 def context_limit(models) -> int | None:
@@ -24,49 +24,51 @@ def context_limit(models) -> int | None:
     return min(limits) if limits else None
 
 
-def check_new_tokens(config: RunConfig, limit: int | None) -> None:
+def check_new_tokens(plan: RunPlan, limit: int | None) -> None:
     """Before the suite is tokenised: new tokens and drafts alone must leave the context a position for the prompt."""
     if limit is None:
         return
-    slack = mp.context_slack(config.k, config.methods)
-    if config.max_new_tokens + slack < limit:
+    slack, decode = plan.draft_slack, plan.decode
+    if decode.max_new_tokens + slack < limit:
         return
-    drafts = f" + {slack} draft positions (K={config.k})" if slack else ""
+    drafts = f" + {slack} draft positions (K={decode.k})" if slack else ""
     fix = f"the largest --max-new-tokens that fits is {limit - slack - 1} (with a 1-token prompt)" \
         if limit - slack > 1 else "lower --k"
-    raise UsageError(f"--max-new-tokens {config.max_new_tokens}{drafts} fills the model's context of {limit} "
+    raise UsageError(f"--max-new-tokens {decode.max_new_tokens}{drafts} fills the model's context of {limit} "
                      f"positions before any prompt token; {fix}")
 
 
-def fit_prompts(config: RunConfig, workload, limit: int | None):
-    """The workload unchanged, or (with --truncate-prompts left) each over-long prompt cut to its last
-    tokens; refuses prompts or lengths beyond the context. Returns (workload, truncation record or None)."""
+def fit_prompts(plan: RunPlan, workload, limit: int | None, *, truncate: bool = True):
+    """The workload unchanged, or (with --truncate-prompts left, unless `truncate` is False) each over-long
+    prompt cut to its last tokens; refuses prompts or lengths beyond the context.
+    Returns (workload, truncation record or None)."""
     if limit is None:
         return workload, None
-    slack = mp.context_slack(config.k, config.methods)
+    slack = plan.draft_slack
     longest = max(len(t) for t in workload.token_ids)
-    room = limit - config.max_new_tokens - slack  # for a prompt
+    room = limit - plan.decode.max_new_tokens - slack  # for a prompt
     if longest <= room:
         return workload, None
-    if room < 1 or config.truncate_prompts != "left":
-        raise UsageError(_context_message(config, workload, limit, slack, room))
+    if room < 1 or not truncate or plan.suite.truncate_prompts != "left":
+        raise UsageError(_context_message(plan, workload, limit, slack, room))
     cut = {pid: len(ids) for pid, ids in zip(workload.prompt_ids, workload.token_ids) if len(ids) > room}
     token_ids = tuple(ids[-room:] if len(ids) > room else ids for ids in workload.token_ids)
     record = {"side": "left", "max_prompt_tokens": room, "context_positions": limit, "original_tokens": cut}
     return dataclasses.replace(workload, token_ids=token_ids), record
 
 
-def _context_message(config: RunConfig, workload, limit: int, slack: int, room: int) -> str:
+def _context_message(plan: RunPlan, workload, limit: int, slack: int, room: int) -> str:
     """Why the requests do not fit the context, and the largest settings that would."""
     index = max(range(workload.num_requests), key=lambda i: len(workload.token_ids[i]))
     longest = len(workload.token_ids[index])
-    drafts = f" + {slack} draft positions (K={config.k})" if slack else ""
-    head = (f"prompt {workload.prompt_ids[index]!r} ({longest} tokens) + --max-new-tokens {config.max_new_tokens}"
-            f"{drafts} = {longest + config.max_new_tokens + slack} positions, beyond the model's context of {limit}")
+    k, new_tokens = plan.decode.k, plan.decode.max_new_tokens
+    drafts = f" + {slack} draft positions (K={k})" if slack else ""
+    head = (f"prompt {workload.prompt_ids[index]!r} ({longest} tokens) + --max-new-tokens {new_tokens}"
+            f"{drafts} = {longest + new_tokens + slack} positions, beyond the model's context of {limit}")
     fixes = []
     if limit - slack - longest >= 1:
         fixes.append(f"the largest --max-new-tokens that fits is {limit - slack - longest}")
-    largest_k = (limit - config.max_new_tokens - longest) // (2 if "ssd" in config.methods else 1)
+    largest_k = (limit - new_tokens - longest) // max(slack // k, 1)
     if slack and largest_k >= 1:
         fixes.append(f"the largest --k that fits is {largest_k}")
     if room >= 1:
@@ -91,65 +93,58 @@ def available_bytes(device: str) -> int | None:
     return None
 
 
-def model_shapes(config: RunConfig, models):
-    """(target shape, draft shape or None) from the configs alone; the self-int8 draft has the target's."""
-    from ssdbench.models.model_set import SELF_INT8
+def model_shapes(plan: RunPlan, models):
+    """(target shape, draft shape or None) from the configs alone; a draft made from the target has its shape."""
     from ssdbench.models.shape import ModelShape
     from ssdbench.models.weights import load_config
 
     target = ModelShape.from_hf_config(models.target_hf_config)
-    if config.draft == SELF_INT8:
+    if plan.draft.from_target:
         return target, target
     if models.draft_source is None:
         return target, None
     return target, ModelShape.from_hf_config(load_config(models.draft_source))
 
 
-def role_needs(config: RunConfig, shapes, prompt_tokens: int, num_requests: int, *,
-               fan_out_budget: int = 0) -> list[mp.RoleNeed]:
+def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> list[mp.RoleNeed]:
     """What each model of the run holds, from the shapes alone (nothing is loaded)."""
-    from ssdbench.models.model_set import SELF_INT8
-    from ssdbench.speculation.setup import placements
-
-    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[config.dtype]
-    (target_place, draft_place), (target_shape, draft_shape) = placements(config), shapes
-    is_self, copies = config.draft == SELF_INT8, _engine_copies(config)
-    speculative = any(m != "ar" for m in config.methods)
-    rows = min(config.batch_size, num_requests)  # a batch is never wider than the requests
-    lengths = mp.Lengths(rows, prompt_tokens, config.max_new_tokens, config.k if speculative else 0)
-    needs = [mp.role_need("target", target_place.device, target_shape, lengths, itemsize=itemsize, num_copies=copies)]
-    if draft_shape is not None and {"sd", "hf-assisted"} & set(config.methods):
-        need = mp.role_need("draft", target_place.device, draft_shape, lengths, itemsize=itemsize, is_int8=is_self,
+    decode = plan.decode
+    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[plan.models.dtype]
+    target_device, draft_device = plan.target_placement.device, plan.draft_placement.device
+    target_shape, draft_shape = shapes
+    is_int8, copies = plan.draft.int8, _engine_copies(plan)
+    speculative = plan.draft_slack > 0
+    rows = min(decode.batch_size, num_requests)  # a batch is never wider than the requests
+    lengths = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k if speculative else 0)
+    needs = [mp.role_need("target", target_device, target_shape, lengths, itemsize=itemsize, num_copies=copies)]
+    if draft_shape is not None and any(m.uses_draft and not m.own_process for m in plan.methods):
+        need = mp.role_need("draft", target_device, draft_shape, lengths, itemsize=itemsize, is_int8=is_int8,
                             num_copies=copies)
-        if is_self and target_place.device == "cpu":  # built from the target's checkpoint, already counted
+        if is_int8 and target_device == "cpu":  # built from the target's checkpoint, already counted
             need = dataclasses.replace(need, weights=mp.weight_bytes(draft_shape, itemsize=itemsize, is_int8=True))
         needs.append(need)
-    if draft_shape is not None and "ssd" in config.methods:
-        tree = mp.Lengths(rows, prompt_tokens, config.max_new_tokens, config.k,
-                          tree_tokens=fan_out_budget * config.k)
-        needs.append(mp.role_need("ssd draft", draft_place.device, draft_shape, tree, itemsize=itemsize,
-                                  is_int8=is_self))
+    if draft_shape is not None and plan.ssd is not None:
+        tree = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k,
+                          tree_tokens=plan.ssd.fan_out.budget * decode.k)
+        needs.append(mp.role_need("ssd draft", draft_device, draft_shape, tree, itemsize=itemsize, is_int8=is_int8))
     return needs
 
 
-def _engine_copies(config: RunConfig) -> int:
+def _engine_copies(plan: RunPlan) -> int:
     """Builds of each model: one per engine (transformers' baselines share the hf engine's)."""
-    uses_hf = "hf" in config.engines or any(m.startswith("hf-") for m in config.methods)
-    return int("native" in config.engines) + int(uses_hf)
+    uses_hf = "hf" in plan.models.engines or any(m.is_baseline for m in plan.methods)
+    return int("native" in plan.models.engines) + int(uses_hf)
 
 
-def check_memory(config: RunConfig, models, workload, *, available=available_bytes) -> dict:
+def check_memory(plan: RunPlan, models, workload, *, available=available_bytes) -> dict:
     """Refuse a run whose planned memory exceeds what is available; returns the plan for the manifest."""
-    from ssdbench.speculation.setup import fan_out_policy
-
     prompt_tokens = max(len(t) for t in workload.token_ids)
     try:
-        shapes = model_shapes(config, models)
+        shapes = model_shapes(plan, models)
     except UsageError as err:  # an architecture only transformers' engine runs: its shape is not read here
-        if "native" in config.engines:
+        if "native" in plan.models.engines:
             raise
         return {"estimate": f"not made: {err}"}
-    budget = fan_out_policy(config).budget if "ssd" in config.methods else 0
 
     snapshot: dict[str, int | None] = {}
 
@@ -158,13 +153,13 @@ def check_memory(config: RunConfig, models, workload, *, available=available_byt
             snapshot[device] = available(device)
         return snapshot[device]
 
-    def plan(trial: RunConfig) -> list[mp.RoleNeed]:
-        return role_needs(trial, shapes, prompt_tokens, workload.num_requests, fan_out_budget=budget)
+    def needs_of(trial: RunPlan) -> list[mp.RoleNeed]:
+        return role_needs(trial, shapes, prompt_tokens, workload.num_requests)
 
-    needs = plan(config)
+    needs = needs_of(plan)
     short = mp.shortfall(needs, free)
     if short is not None:
-        raise UsageError(_memory_message(config, plan, free, needs, short, workload.num_requests))
+        raise UsageError(_memory_message(plan, needs_of, free, needs, short, workload.num_requests))
     return {"estimate": "weights, KV caches and the widest forward's activations (ssdbench.models.memory_plan)",
             "roles": [{"role": n.role, "device": n.device, "weights_mib": round(n.weights / 2**20, 1),
                        "kv_cache_mib": round(n.kv_cache / 2**20, 1), "activations_mib": round(n.activations / 2**20, 1)}
@@ -173,21 +168,22 @@ def check_memory(config: RunConfig, models, workload, *, available=available_byt
                               for d in mp.needs_by_device(needs)}}
 
 
-def _memory_message(config: RunConfig, plan, free, needs, short, workload_rows: int) -> str:
+def _memory_message(plan: RunPlan, needs_of, free, needs, short, workload_rows: int) -> str:
     device, needed, free_bytes = short
     roles = "; ".join(n.describe() for n in mp.needs_by_device(needs)[device])
     head = f"not enough memory on {device}: about {mp.mib(needed)} needed ({roles}), {mp.mib(free_bytes)} available"
 
     def fits(**change) -> bool:
-        return mp.shortfall(plan(dataclasses.replace(config, **change)), free) is None
+        return mp.shortfall(needs_of(plan.with_decode(**change)), free) is None
 
-    new_tokens = mp.largest_fitting(lambda n: fits(max_new_tokens=n), config.max_new_tokens)
-    batch = mp.largest_fitting(lambda b: fits(batch_size=b), min(config.batch_size, workload_rows))
+    decode = plan.decode
+    new_tokens = mp.largest_fitting(lambda n: fits(max_new_tokens=n), decode.max_new_tokens)
+    batch = mp.largest_fitting(lambda b: fits(batch_size=b), min(decode.batch_size, workload_rows))
     options = []
     if new_tokens:
-        options.append(f"--max-new-tokens {new_tokens} at --batch-size {config.batch_size}")
+        options.append(f"--max-new-tokens {new_tokens} at --batch-size {decode.batch_size}")
     if batch:
-        options.append(f"--batch-size {batch} at --max-new-tokens {config.max_new_tokens}")
+        options.append(f"--batch-size {batch} at --max-new-tokens {decode.max_new_tokens}")
     if not options:
         if fits(max_new_tokens=1, batch_size=1):
             options.append("lower both --batch-size and --max-new-tokens")

@@ -18,22 +18,15 @@ These run one request at a time; the run records batch size 1 for them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import torch
 
+from ssdbench.decoding.workload import DecodeSettings
+from ssdbench.methods.base import GenerateResult
 from ssdbench.models.hf_engine import cache_argument_name
 
 # An id no vocabulary holds (transformers warns on negative ones): EOS then decodes as a normal token.
 NEVER_EOS = 2**31 - 1
-
-
-@dataclass
-class GenerateResult:
-    output_ids: list[int]
-    start_ns: int
-    first_token_ns: int
-    end_ns: int
 
 
 def hf_generate(
@@ -105,32 +98,28 @@ def _sampling_kwargs(temperature: float, top_p: float) -> dict:
     return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
 
 
-def describe_baselines(config, target_placement: dict) -> dict:
-    """What the manifest says each transformers baseline ran: draft, placement, timing, EOS."""
-    from ssdbench.models.int8 import int8_kernel_name
-    from ssdbench.models.model_set import NGRAM, SELF_INT8
+class TransformersBaseline:
+    """transformers' `generate` as a Baseline (methods/base.py): plain, or assisted by a draft model
+    or prompt lookup, with the run's sampling and K."""
 
-    common = {
-        "batch_size": 1, "placement": target_placement,
+    def __init__(self, model, decode: DecodeSettings, *, assistant=None, prompt_lookup_tokens: int | None = None):
+        self.model, self.decode = model, decode
+        self.assistant, self.prompt_lookup_tokens = assistant, prompt_lookup_tokens
+
+    def generate(self, prompt_ids: list[int], *, seed: int, max_new_tokens: int,
+                 eos_ids: frozenset[int]) -> GenerateResult:
+        return hf_generate(self.model, prompt_ids, max_new_tokens=max_new_tokens,
+                           temperature=self.decode.target.temperature, top_p=self.decode.target.top_p, eos_ids=eos_ids,
+                           seed=seed, assistant=self.assistant, prompt_lookup_tokens=self.prompt_lookup_tokens,
+                           lookahead=self.decode.k)
+
+
+def describe_common(decode: DecodeSettings, placement: dict) -> dict:
+    """What the manifest says of every transformers baseline: placement, timing, EOS."""
+    return {
+        "batch_size": 1, "placement": placement,
         "decode_window": "from the first new token: a separate one-token generate() (the prefill), then "
                          "generate() continuing from its KV cache",
-        "eos": f"ignored: eos_token_id=[{NEVER_EOS}] (no such token), EOS decodes as an ordinary token" if config.ignore_eos
-               else "the run's EOS ids stop a request, as for ar",
+        "eos": f"ignored: eos_token_id=[{NEVER_EOS}] (no such token), EOS decodes as an ordinary token"
+               if decode.ignore_eos else "the run's EOS ids stop a request, as for ar",
     }
-    described = {}
-    if "hf-generate" in config.methods:
-        described["hf-generate"] = {**common, "draft": None}
-    if "hf-assisted" in config.methods:
-        if config.draft == SELF_INT8:
-            draft = (f"copy of the target whose every nn.Linear (lm_head included) is the native self-int8 draft's "
-                     f"weight-only int8 linear: same per-row int8 weights, kernel {int8_kernel_name(config.device)}")
-        elif config.draft == NGRAM:
-            draft = f"transformers' prompt lookup (prompt_lookup_num_tokens={config.k}), not sd's n-gram proposer"
-        else:
-            draft = f"transformers' model of {config.draft} (sd's draft weights, transformers' kernels)"
-        described["hf-assisted"] = {**common, "draft": draft, "lookahead": config.k,
-                                    "note": "the continuation starts without the prefill's cache (assisted generate "
-                                            "from a given cache decodes wrongly in transformers 5.x): the target "
-                                            "re-reads the prompt and the assistant builds its KV cache inside the "
-                                            "decode window"}
-    return described

@@ -1,4 +1,6 @@
-"""The settings of one `ssdbench run`, validated once, frozen, recorded in the manifest."""
+"""The settings of one `ssdbench run` as given, checked for range and choice, frozen, recorded in
+the manifest. Everything derived from them is resolved once, in plan.py; nothing below the run
+layer reads these."""
 
 from __future__ import annotations
 
@@ -8,20 +10,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdbench.errors import UsageError
+from ssdbench.methods.registry import METHODS
+from ssdbench.models.drafts import SELF_INT8
 from ssdbench.models.memory_plan import MAX_K
+from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 
-METHODS = ("ar", "sd", "ssd", "hf-generate", "hf-assisted")
 ENGINES = ("native", "hf")
 DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_TARGET = "smollm2-135m"
-DEFAULT_DRAFT = "self-int8"
-MODEL_FREE_DRAFTS = ("ngram",)
+DEFAULT_DRAFT = SELF_INT8
 TRUNCATE_SIDES = ("none", "left")
-DEFAULT_ROUND_TIMEOUT_S = 120.0  # an ssd round takes milliseconds to seconds; minutes means the draft hung
+ORDERS = ("interleaved", "grouped")
+BACKUPS = ("jit", "fast", "auto")
+LINEAR_KERNELS = ("auto", "onednn", "matmul")
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunSettings:
     target: str = DEFAULT_TARGET
     draft: str = DEFAULT_DRAFT
     suite: str = "humaneval"
@@ -83,39 +88,26 @@ class RunConfig:
         for engine in self.engines:
             _check_choice("--engine", engine, ENGINES)
         _check_choice("--dtype", self.dtype, DTYPES)
-        _check_choice("--linear-kernel", self.linear_kernel, ("auto", "onednn", "matmul"))
+        _check_choice("--linear-kernel", self.linear_kernel, LINEAR_KERNELS)
         if not self.methods:
             raise UsageError("--methods is empty; choose from " + ", ".join(METHODS))
         for method in self.methods:
-            _check_choice("--methods", method, METHODS)
-        _check_choice("--backup", self.backup, ("jit", "fast", "auto"))
+            _check_choice("--methods", method, tuple(METHODS))
+        _check_choice("--backup", self.backup, BACKUPS)
         _check_choice("--truncate-prompts", self.truncate_prompts, TRUNCATE_SIDES)
-        _check_choice("--order", self.order, ("interleaved", "grouped"))
+        _check_choice("--order", self.order, ORDERS)
         if not 0 < self.saguaro_c <= 1:
             raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
         if not self.round_timeout_s > 0:
             raise UsageError(f"--round-timeout-s must be > 0 seconds, got {self.round_timeout_s}")
-        if "ssd" in self.methods and self.draft in MODEL_FREE_DRAFTS:
-            raise UsageError("ssd needs a draft model (its speculator drafts trees); --draft ngram has none")
-        if "ssd" in self.methods and "native" not in self.engines:
-            raise UsageError("ssd runs on the native engine only (tree attention); add --engine native")
         if len(set(self.methods)) != len(self.methods):
             raise UsageError(f"--methods lists a method twice: {','.join(self.methods)}")
-
-    @property
-    def effective_draft_temperature(self) -> float:
-        return self.temperature if self.draft_temperature is None else self.draft_temperature
-
-    @property
-    def needs_draft_model(self) -> bool:
-        uses_draft = any(m in ("sd", "hf-assisted", "ssd") for m in self.methods)
-        return uses_draft and self.draft not in MODEL_FREE_DRAFTS
 
     def to_dict(self) -> dict:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
 
 
-def _check_finite(config: RunConfig) -> None:
+def _check_finite(config: RunSettings) -> None:
     """inf and nan parse as floats but mean nothing as settings, and would be written into the manifest."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)

@@ -1,0 +1,55 @@
+"""`ssd`: speculative speculative decoding (Saguaro): the draft runs in its own process and
+prepares the next round's proposals while the target verifies (docs/DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ssdbench.methods.base import Method, MethodContext, ProposerFactory
+from ssdbench.speculation.server import DraftSpec
+
+
+def draft_spec(ctx: MethodContext) -> DraftSpec:
+    """What the draft process builds: the draft model on its own placement, and the speculator."""
+    models, draft, place = ctx.models, ctx.draft, ctx.draft_placement
+    source = models.target_source if draft.from_target else models.draft_source
+    settings = models.config
+    return DraftSpec(
+        model_path=str(source.path), int8=draft.int8, dtype=settings.dtype, device=place.device, cores=place.cores,
+        attention=settings.attention, linear_kernel=settings.linear_kernel, lookahead=ctx.decode.k,
+        fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup, saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed,
+        trust_remote_code=settings.trust_remote_code,
+    )
+
+
+@contextlib.contextmanager
+def _proposers(ctx: MethodContext) -> Iterator[ProposerFactory]:
+    """Owns the draft process for the whole variant; each batch gets a proposer talking to it."""
+    from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
+
+    with DraftServer(draft_spec(ctx), num_rows=ctx.decode.batch_size, max_prompt=ctx.workload.longest_prompt,
+                     vocab_size=ctx.models.vocab_size, with_q=ctx.decode.samples_anywhere,
+                     round_timeout_s=ctx.ssd.round_timeout_s) as server:
+        if ctx.recorder is not None:
+            ctx.recorder.kernels["ssd draft process"] = server.kernels
+        yield lambda num_rows, generator: RemoteSsdProposer(server, ctx.decode.rows(num_rows, draft=True, device="cpu"))
+        if ctx.recorder is not None:
+            ctx.recorder.add_events(METHOD.name, "draft", server.box.read_events())
+
+
+def _describe(ctx: MethodContext) -> dict:
+    return ctx.ssd.describe()
+
+
+METHOD = Method(
+    name="ssd",
+    summary="speculative speculative (Saguaro): drafting overlaps verification",
+    uses_draft=True,
+    needs_draft_model=True,
+    own_process=True,
+    engines=("native",),  # tree attention
+    draft_slack=lambda k: 2 * k,
+    proposers=_proposers,
+    describe=_describe,
+)

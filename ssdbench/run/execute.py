@@ -1,0 +1,144 @@
+"""Runs every variant of a plan over the same requests and records them.
+
+Round-loop methods get a proposer per batch from their method module; baselines decode one
+request at a time. Both run on the target's placement, in the plan's order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.decoding.batch import RowState, new_batch
+from ssdbench.decoding.loop import decode_batch
+from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.decoding.workload import WARMUP_TOKENS, Workload
+from ssdbench.methods.base import MethodContext, ProposerFactory
+from ssdbench.models.model_set import ModelSet
+from ssdbench.run.plan import RunPlan, Variant
+from ssdbench.run.schedule import schedule
+
+
+def count_units(plan: RunPlan, workload: Workload) -> int:
+    """Progress units: one per request per variant."""
+    return len(plan.variants) * workload.num_requests * plan.decode.repeats
+
+
+@dataclass
+class _Runner:
+    warm_up: Callable[[], None]
+    run: Callable[[int, list[int]], None]  # (repeat, request indices of one batch)
+
+
+def run_all(plan: RunPlan, models: ModelSet, workload: Workload, recorder: Recorder,
+            advance: Callable[[str, int], None]) -> dict | None:
+    """Every variant on every request, in the plan's order; all of them (baselines included) on
+    the target's placement and thread count, so no method gets cores the others lack.
+
+    Returns the cost calibration (projection.calibrate) taken on that placement afterwards."""
+    from ssdbench.profiling.placement import pinned
+
+    by_key = {v.key: v for v in plan.variants}
+    with contextlib.ExitStack() as stack:
+        # draft processes start before the target pins itself, so they do not inherit the target's cores
+        runners = {v.key: stack.enter_context(_variant_runner(plan, v, plan.method_context(v.engine, models, workload,
+                                                                                               recorder)))
+                   for v in plan.variants}
+        stack.enter_context(pinned(plan.pinned))
+        for runner in runners.values():  # first calls of a shape pay one-off kernel set-up; keep that out of the records
+            runner.warm_up()
+        for unit in schedule(list(by_key), workload.num_requests, batch_size=plan.decode.batch_size,
+                             repeats=plan.decode.repeats, order=plan.order):
+            runners[unit.variant].run(unit.repeat, list(unit.request_idx))
+            advance(by_key[unit.variant].label, len(unit.request_idx))
+        return _calibrate(plan, models, workload)
+
+
+def _calibrate(plan: RunPlan, models: ModelSet, workload: Workload) -> dict | None:
+    """Forward costs for the prediction, at the run's mean mid-decode context (native engine only)."""
+    from ssdbench.projection.calibrate import calibrate
+
+    if not plan.runs_round_loop_natively:
+        return None
+    mean_prompt = sum(len(t) for t in workload.token_ids) / workload.num_requests
+    context = max(1, round(mean_prompt + plan.decode.max_new_tokens / 2))
+    prompt = list(workload.token_ids[0]) * (context // len(workload.token_ids[0]) + 1)
+    in_process_draft = plan.draft.has_model and any(
+        m.uses_draft and not m.is_baseline and not m.own_process for m in plan.methods)
+    draft = models.draft("native") if in_process_draft else None
+    return calibrate(models.target("native"), draft, prompt[:context], k=plan.decode.k)
+
+
+@contextlib.contextmanager
+def _variant_runner(plan: RunPlan, variant: Variant, ctx: MethodContext):
+    if variant.method.is_baseline:
+        yield _baseline_runner(variant, ctx)
+        return
+    with variant.method.proposers(ctx) as factory:
+        warm = list(range(min(ctx.decode.batch_size, ctx.workload.num_requests)))
+        yield _Runner(
+            warm_up=lambda: _decode_requests(ctx, variant, warm, seed=ctx.decode.seed, max_new_tokens=WARMUP_TOKENS,
+                                             factory=factory),
+            run=lambda repeat, idx: _run_loop_batch(ctx, variant, repeat, idx, factory),
+        )
+
+
+def _run_loop_batch(ctx: MethodContext, variant: Variant, repeat: int, idx: list[int],
+                    factory: ProposerFactory) -> None:
+    decode, workload = ctx.decode, ctx.workload
+    seed = decode.request_seed(idx[0], repeat)
+    batch, timing, steps = _decode_requests(ctx, variant, idx, seed=seed, max_new_tokens=decode.max_new_tokens,
+                                            factory=factory)
+    keys = [RequestKey(variant.name, variant.engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
+    ctx.recorder.add_steps(keys, steps)
+    rounds_per_row = Counter(s.row for s in steps)  # one pass over the batch's records
+    for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
+        times = (timing.start_ns, timing.first_token_ns, timing.row_end_ns[row_idx])
+        ctx.recorder.add_request(key, row, seed=seed, temperature=decode.target.temperature, times_ns=times,
+                                 rounds=rounds_per_row[row_idx], batch_size=len(idx))
+
+
+def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, seed: int, max_new_tokens: int,
+                     factory: ProposerFactory):
+    target = ctx.models.target(variant.engine)
+    generator = torch.Generator(device=target.device).manual_seed(seed)
+    proposer = factory(len(idx), generator)
+    batch = new_batch(
+        [list(ctx.workload.token_ids[i]) for i in idx], max_new_tokens=max_new_tokens,
+        eos_ids=ctx.decode.eos_ids(ctx.workload), lookahead=ctx.decode.k if proposer is not None else 0,
+    )
+    sampling = ctx.decode.rows(len(idx), draft=False, device=target.device)
+    try:
+        timing, steps = decode_batch(target, proposer, batch, sampling, generator)
+    finally:
+        if proposer is not None:
+            proposer.close()
+    return batch, timing, steps
+
+
+def _baseline_runner(variant: Variant, ctx: MethodContext) -> _Runner:
+    baseline = variant.method.baseline(ctx)
+    decode, workload = ctx.decode, ctx.workload
+    eos_ids = decode.eos_ids(workload)
+
+    def generate(request_idx: int, *, seed: int, max_new_tokens: int):
+        return baseline.generate(list(workload.token_ids[request_idx]), seed=seed, max_new_tokens=max_new_tokens,
+                                 eos_ids=eos_ids)
+
+    def run(repeat: int, idx: list[int]) -> None:
+        for i in idx:  # one at a time, whatever --batch-size says: recorded as batch 1
+            seed = decode.request_seed(i, repeat)
+            result = generate(i, seed=seed, max_new_tokens=decode.max_new_tokens)
+            row = RowState(prompt_ids=list(workload.token_ids[i]), tokens=list(workload.token_ids[i]),
+                           max_new_tokens=decode.max_new_tokens, eos_ids=eos_ids)
+            row.commit(result.output_ids, round_idx=0)
+            key = RequestKey(variant.name, variant.engine, workload.suite, workload.prompt_ids[i], i, repeat)
+            ctx.recorder.add_request(key, row, seed=seed, temperature=decode.target.temperature,
+                                     times_ns=(result.start_ns, result.first_token_ns, result.end_ns), rounds=0,
+                                     batch_size=1)
+
+    return _Runner(warm_up=lambda: generate(0, seed=decode.seed, max_new_tokens=WARMUP_TOKENS), run=run)

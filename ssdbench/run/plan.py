@@ -1,0 +1,225 @@
+"""The run plan: a run's settings resolved once into what every layer below needs.
+
+Methods come from the registry, the draft is parsed, placements and ssd's fan-out policy are
+computed (a geometric fan-out reads its fitted run here, once), and every combination that
+cannot run is refused here with one line. Session, execution, limits and sweep read the plan;
+nothing below the run layer sees the raw settings (docs/DESIGN.md §8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ssdbench.decoding.recorder import Recorder
+from ssdbench.decoding.workload import DecodeSettings, Workload
+from ssdbench.errors import UsageError
+from ssdbench.methods.base import TRANSFORMERS, Method, MethodContext
+from ssdbench.methods.registry import get_method
+from ssdbench.models.drafts import DraftChoice, parse_draft
+from ssdbench.models.memory_plan import MAX_TREE_TOKENS
+from ssdbench.models.model_set import ModelSet, ModelSettings
+from ssdbench.profiling.devices import check_device
+from ssdbench.profiling.placement import Placement, check_disjoint, default_placements, parse_placement
+from ssdbench.run.settings import RunSettings
+from ssdbench.sampling.params import SamplingParams
+from ssdbench.speculation.fan_out import FanOut, build_fan_out
+from ssdbench.speculation.policy import SsdPolicy
+
+DEFAULT_POWER_LAW_R = 0.5  # used when the fitted run has a single fan-out (r cannot be fitted)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One method on one engine: a column of every table."""
+
+    method: Method
+    engine: str
+
+    @property
+    def name(self) -> str:
+        return self.method.name
+
+    @property
+    def label(self) -> str:
+        return self.method.label(self.engine)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.method.name, self.engine
+
+
+@dataclass(frozen=True)
+class SuiteRequest:
+    name: str
+    data_dir: Path | None
+    num_prompts: int | None  # None: all
+    chat_template: bool
+    truncate_prompts: str  # none | left
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    settings: RunSettings  # as given: recorded in the manifest, read by nothing else
+    methods: tuple[Method, ...]
+    variants: tuple[Variant, ...]
+    decode: DecodeSettings
+    order: str
+    suite: SuiteRequest
+    models: ModelSettings
+    draft: DraftChoice
+    target_placement: Placement
+    draft_placement: Placement
+    pins_target: bool  # a method drafts in its own process, or --target-device was given
+    ssd: SsdPolicy | None
+    threads: int | None
+    timeline: bool
+    out: Path | None
+
+    @property
+    def pinned(self) -> Placement | None:
+        """The target's placement where the run pins it; every in-process variant runs under it."""
+        return self.target_placement if self.pins_target else None
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.methods)
+
+    @property
+    def draft_slack(self) -> int:
+        """Positions past prompt + new tokens that drafts write, for the widest method of the run."""
+        return max(m.draft_slack(self.decode.k) for m in self.methods)
+
+    @property
+    def loads_draft_model(self) -> bool:
+        return self.draft.has_model and any(m.uses_draft for m in self.methods)
+
+    @property
+    def runs_round_loop_natively(self) -> bool:
+        return "native" in self.models.engines and any(not m.is_baseline for m in self.methods)
+
+    @property
+    def own_process(self) -> bool:
+        return any(m.own_process for m in self.methods)
+
+    def with_decode(self, **changes) -> RunPlan:
+        """The same plan with other decode settings (the limits' search for what fits)."""
+        return dataclasses.replace(self, decode=dataclasses.replace(self.decode, **changes))
+
+    def with_out(self, out: Path) -> RunPlan:
+        return dataclasses.replace(self, out=out)
+
+    def method_context(self, engine: str, models: ModelSet, workload: Workload,
+                       recorder: Recorder | None = None) -> MethodContext:
+        placement = self.pinned.describe() if self.pinned else {
+            "spec": self.settings.device, "cores": None, "threads": self.threads or "torch default"}
+        return MethodContext(engine=engine, models=models, workload=workload, decode=self.decode, draft=self.draft,
+                             draft_placement=self.draft_placement, ssd=self.ssd, recorder=recorder,
+                             baseline_placement=placement)
+
+
+def build_plan(settings: RunSettings) -> RunPlan:
+    """Resolve and check everything that needs no model: methods, draft, engines, devices, ssd policy."""
+    methods = tuple(get_method(name) for name in settings.methods)
+    draft = parse_draft(settings.draft)
+    _check_methods(methods, draft, settings.engines)
+    own_process = any(m.own_process for m in methods)
+    target_place, draft_place = placements(settings, own_process=own_process)
+    decode = DecodeSettings(
+        k=settings.k, max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
+        repeats=settings.repeats, seed=settings.seed, ignore_eos=settings.ignore_eos,
+        target=SamplingParams(temperature=settings.temperature, top_p=settings.top_p),
+        draft=SamplingParams(temperature=settings.temperature if settings.draft_temperature is None
+                             else settings.draft_temperature, top_p=settings.top_p),
+    )
+    ssd = ssd_policy(settings) if any(m.own_process for m in methods) else None
+    if ssd is not None:
+        _check_tree_size(settings.k, ssd.fan_out)
+        from ssdbench.speculation.mailbox import check_store_order
+
+        check_store_order()
+    models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
+                           linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
+                           allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code)
+    suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
+                         chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
+    return RunPlan(settings=settings, methods=methods, variants=_variants(methods, settings.engines), decode=decode,
+                   order=settings.order, suite=suite, models=models, draft=draft, target_placement=target_place,
+                   draft_placement=draft_place, pins_target=own_process or settings.target_device is not None,
+                   ssd=ssd, threads=settings.threads, timeline=settings.timeline, out=settings.out)
+
+
+def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tuple[str, ...]) -> None:
+    for method in methods:
+        if method.needs_draft_model and not draft.has_model:
+            raise UsageError(f"{method.name} needs a draft model (its speculator drafts trees); "
+                             f"--draft {draft.spec} has none")
+        # baselines run transformers' models: their draft must build on the hf engine
+        if method.uses_draft and not set(draft.info.engines) & ({"hf"} if method.is_baseline else set(engines)):
+            raise UsageError(f"{method.name} cannot use --draft {draft.spec}: it builds on the "
+                             f"{' or '.join(draft.info.engines)} engine only")
+        if not method.is_baseline and not set(method.engines) & set(engines):
+            raise UsageError(f"{method.name} runs on the {' or '.join(method.engines)} engine only (tree attention); "
+                             f"add --engine {method.engines[0]}")
+
+
+def _variants(methods: tuple[Method, ...], engines: tuple[str, ...]) -> tuple[Variant, ...]:
+    """Round-loop methods on every engine they run on, in run order; baselines once, on transformers."""
+    loop = [Variant(m, e) for e in engines for m in methods if not m.is_baseline and e in m.engines]
+    return tuple(loop + [Variant(m, TRANSFORMERS) for m in methods if m.is_baseline])
+
+
+def placements(settings: RunSettings, *, own_process: bool) -> tuple[Placement, Placement]:
+    """(target, draft). On CPU with a draft in its own process: one half of the cores each by default."""
+    check_device(settings.device)
+    default_target = default_draft = settings.device
+    if torch.device(settings.device).type == "cpu" and own_process:
+        default_target, default_draft = default_placements()
+    elif torch.device(settings.device).type == "cuda":
+        default_draft = "cuda:1" if torch.cuda.device_count() > 1 else settings.device
+    target = parse_placement(settings.target_device or default_target, flag="--target-device")
+    draft = parse_placement(settings.draft_device or default_draft, flag="--draft-device")
+    if own_process:
+        check_disjoint(target, draft, given=(settings.target_device is not None, settings.draft_device is not None))
+    return target, draft
+
+
+def ssd_policy(settings: RunSettings) -> SsdPolicy:
+    geometric = None
+    if settings.fan_out == "geometric":
+        geometric = _fit_geometric(settings, budget=3 * (settings.k + 1))
+    fan_out = build_fan_out(settings.fan_out, k=settings.k, fan_out_list=settings.fan_out_list,
+                            miss_list=settings.fan_out_miss_list, geometric=geometric)
+    return SsdPolicy(fan_out=fan_out, backup=settings.backup, saguaro_c=settings.saguaro_c,
+                     round_timeout_s=settings.round_timeout_s)
+
+
+def _fit_geometric(settings: RunSettings, *, budget: int) -> tuple[tuple[int, ...], str]:
+    """Branches per accepted count, from acceptance a (and the miss power law r) fitted on --fit-from."""
+    if settings.fit_from is None:
+        raise UsageError("--fan-out geometric needs --fit-from RUN: a previous sd or ssd run to fit acceptance from")
+    from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_fan_out
+    from ssdbench.records.reader import load_run
+
+    steps = load_run(settings.fit_from).steps
+    steps = steps[steps["method"].isin(["sd", "ssd"])]
+    if steps.empty:
+        raise UsageError(f"--fit-from {settings.fit_from}: no sd or ssd rounds to fit acceptance from")
+    a = float(fit_acceptance(steps))
+    fitted = fit_power_law(steps[steps["method"] == "ssd"]) if "ssd" in set(steps["method"]) else None
+    r = float(fitted[0]) if fitted else DEFAULT_POWER_LAW_R
+    branches = tuple(geometric_fan_out(budget, a, r, settings.k))
+    return branches, f"geometric a={a:.3f} r={r:.3f} budget={budget}"
+
+
+def _check_tree_size(k: int, fan_out: FanOut) -> None:
+    """ssd drafts (fan-out budget) x K tokens per row every round: bounded, so a typo cannot stall the draft."""
+    tokens = fan_out.budget * k
+    if tokens > MAX_TREE_TOKENS:
+        largest = max(MAX_TREE_TOKENS // k, 1)
+        raise UsageError(f"ssd fan-out budget {fan_out.budget} x --k {k} = {tokens} tree tokens per row per round, "
+                         f"above the maximum of {MAX_TREE_TOKENS}; at --k {k} the largest budget is {largest} "
+                         f"(e.g. --fan-out {max(largest // (k + 1), 1)})")

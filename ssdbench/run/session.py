@@ -1,0 +1,211 @@
+"""One `ssdbench run` end to end: check inputs, claim the run directory, decode, record.
+
+Cheap checks (options, suite, model paths, vocabularies, the output directory) all happen
+before any model is loaded, so bad input costs nothing and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ssdbench.decoding.recorder import Recorder
+from ssdbench.decoding.workload import Workload
+from ssdbench.models.model_set import ModelSet
+from ssdbench.run.execute import count_units, run_all
+from ssdbench.run.plan import RunPlan
+
+
+@dataclass
+class RunOutcome:
+    path: Path
+    manifest: dict
+    recorder: Recorder
+
+
+def prepare_workload(plan: RunPlan, models: ModelSet):
+    """Load the suite, pick its prompts, tokenise them once for every variant."""
+    from ssdbench.suites import describe_template, load_suite, render_prompt_ids
+
+    request = plan.suite
+    suite = load_suite(request.name, data_dir=request.data_dir)
+    prompts = suite.prompts if not request.num_prompts else suite.prompts[: request.num_prompts]
+    tokenizer = models.tokenizer
+    ids = tuple(tuple(render_prompt_ids(tokenizer, p, use_chat_template=request.chat_template)) for p in prompts)
+    workload = Workload(
+        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=_eos_ids(models)
+    )
+    info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
+            "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
+            "text_fields": suite.text_fields(len(prompts)),
+            "chat_template": describe_template(tokenizer, request.chat_template)}
+    return workload, info
+
+
+def _eos_ids(models: ModelSet) -> frozenset[int]:
+    eos = models.target_hf_config.eos_token_id
+    if eos is None:
+        eos = models.tokenizer.eos_token_id
+    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+
+
+def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict) -> dict:
+    from ssdbench.profiling.environment import capture_environment
+
+    settings = plan.settings
+    roles = {"target": {"spec": settings.target, "name": models.target_source.name,
+                        "origin": models.target_source.origin, "placement": plan.target_placement.describe()}}
+    roles["draft"] = {"spec": plan.draft.spec, "sd": "in the target's process, on the target's placement (as the paper's SD)"}
+    if plan.own_process:
+        roles["draft"]["ssd"] = {"process": "its own (spawned), shared-memory mailbox",
+                                 "placement": plan.draft_placement.describe()}
+    if models.draft_source is not None:
+        roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
+    manifest = {"config": settings.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
+                "attention_backend": plan.models.attention, "engines": list(plan.models.engines),
+                "order": _describe_order(plan.order)}
+    for method in plan.methods:
+        described = method.describe(plan.method_context("native", models, workload))
+        if described is None:
+            continue
+        if method.is_baseline:
+            manifest.setdefault("baselines", {})[method.name] = described
+        else:
+            manifest[method.name] = described
+    return manifest
+
+
+def _describe_order(order: str) -> dict:
+    what = ("every method on one batch of prompts before the next batch" if order == "interleaved"
+            else "all requests of one method, then the next method")
+    return {"order": order, "meaning": what}
+
+
+def model_hashes(models: ModelSet) -> dict:
+    from ssdbench.models.weights import weight_file_hashes
+
+    hashes = {"target": weight_file_hashes(models.target_source)}
+    if models.draft_source is not None:
+        hashes["draft"] = weight_file_hashes(models.draft_source)
+    return hashes
+
+
+def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance) -> Recorder:
+    """Decode every variant and write the records; the writer marks failures and interrupts."""
+    from ssdbench.profiling.nvml import GpuSampler
+
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    recorder = Recorder(run_id=writer.manifest["run_id"])
+    bandwidth = _measure_bandwidth(plan)
+    device = plan.settings.device
+    sampler = GpuSampler(_gpu_roles(device))
+    with sampler:
+        calibration = run_all(plan, models, workload, recorder, advance)
+    telemetry = sampler.unavailable_reason or "sampled"
+    if not sampler.rows and torch.device(device).type != "cuda":
+        telemetry = f"no GPU telemetry: models ran on {device}"
+    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(plan, workload),
+             "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
+             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
+             "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
+             "calibration": calibration}
+    if recorder.events and plan.timeline:
+        extra["timeline"] = _save_timeline(recorder, writer.path)
+    optional = {"events": recorder.events} if recorder.events else None
+    writer.finish(recorder.steps, recorder.requests, sampler.rows, extra, optional=optional)
+    return recorder
+
+
+def _save_timeline(recorder: Recorder, path: Path) -> str:
+    """timeline.png beside the records; a plotting problem is noted, never fatal to the run."""
+    import pandas as pd
+
+    from ssdbench.report.timeline import plot_timeline
+
+    try:
+        plot_timeline(pd.DataFrame(recorder.steps), pd.DataFrame(recorder.events), path / "timeline.png")
+    except Exception as err:  # noqa: BLE001 - a picture must not cost the run its records
+        return f"not drawn: {type(err).__name__}: {err}"
+    return "timeline.png"
+
+
+def _gpu_roles(device: str) -> dict[int, str]:
+    """NVML device index -> role, for the GPU sampler (empty on CPU)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return {}
+    return {dev.index or 0: "target+draft"}
+
+
+def validate(plan: RunPlan) -> None:
+    """What the plan cannot check without files: the suite, the attention backend, the output directory.
+    (Methods, draft, devices, cores and ssd's policy were checked when the plan was made.)"""
+    from ssdbench.kernels.registry import get_backend
+    from ssdbench.records.writer import refuse_inside_run
+    from ssdbench.suites import load_suite
+
+    load_suite(plan.suite.name, data_dir=plan.suite.data_dir)
+    get_backend(plan.models.attention)
+    if plan.out is not None:
+        refuse_inside_run(plan.out)  # checked again when the directory is claimed
+
+
+def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
+    """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
+    from ssdbench.run.limits import check_new_tokens, context_limit, fit_prompts
+
+    models = ModelSet(plan.models)
+    models.target_source, models.draft_source  # noqa: B018 - resolving is the check
+    limit = context_limit(models)
+    check_new_tokens(plan, limit)  # before loading the tokenizer: 10^8 new tokens is refused at once
+    models.check_vocabularies()
+    models.check_weights()
+    workload, suite_info = prepare_workload(plan, models)
+    workload, truncation = fit_prompts(plan, workload, limit)
+    if truncation:
+        suite_info["truncation"] = truncation
+    return models, workload, suite_info
+
+
+def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:
+    """Context and memory of one run point, before anything is allocated; the plan, for the manifest."""
+    from ssdbench.run.limits import check_memory, context_limit, fit_prompts
+
+    limit = context_limit(models)
+    fit_prompts(plan, workload, limit, truncate=False)  # prompts already fitted
+    return {"context_positions": limit, "memory_plan": check_memory(plan, models, workload)}
+
+
+def run_point(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict, advance) -> RunOutcome:
+    """Claim the run directory, decode every variant, write the records (or mark the run failed)."""
+    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
+
+    limits = check_limits(plan, models, workload)
+    run_id = new_run_id()
+    path = plan.out or default_run_dir(run_id=run_id)
+    manifest = {**base_manifest(plan, models, workload, suite_info), "limits": limits}
+    with RunWriter.create(path, run_id, manifest) as writer:
+        recorder = execute(plan, writer, models, workload, advance)
+    return RunOutcome(path=writer.path, manifest=writer.manifest, recorder=recorder)
+
+
+def _measure_bandwidth(plan: RunPlan):
+    """This machine's read bandwidth (a BandwidthReading), measured where the target runs, for the MBU column."""
+    from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
+    from ssdbench.profiling.placement import pinned
+
+    try:
+        with pinned(plan.pinned):
+            return measure_steady_read_bandwidth(torch.device(plan.models.device).type)
+    except (RuntimeError, ValueError):
+        return None
+
+
+def _weight_bytes(models: ModelSet) -> int | None:
+    """Bytes of target weights one forward reads (from the native engine's own layout)."""
+    if "native" not in models.config.engines:
+        return None
+    return int(models.target("native").weight_bytes_per_forward())
