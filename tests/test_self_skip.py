@@ -173,6 +173,22 @@ def test_calibration_finds_identity_layers():
     assert target.cache is None  # calibration ran in views with caches of their own
 
 
+def test_layer_scores_are_cosines_of_transformers_hidden_states():
+    from transformers import LlamaForCausalLM
+
+    config, state = tiny(seed=7, initializer_range=0.1)
+    hf = LlamaForCausalLM(config).eval()
+    hf.load_state_dict(state, strict=False)
+    prompts = [[3, 9, 27, 17, 51, 25, 11, 33], [5, 1, 60, 2]]
+    choice = choose_skipped_layers(build(config, state), prompts, lookahead=3)
+    with torch.inference_mode():
+        hidden = [hf(torch.tensor([p]), output_hidden_states=True).hidden_states for p in prompts]  # L+1 of [1, T, hidden]
+    # hidden_states[-1] has the final norm applied, so the last layer's output is not there to compare
+    for i in range(LAYERS - 1):
+        cosines = torch.cat([torch.cosine_similarity(h[i], h[i + 1], dim=-1)[0] for h in hidden])  # [positions]
+        assert choice.layer_scores[i] == pytest.approx(float(cosines.mean()), abs=1e-5), i
+
+
 def test_calibration_caps_tokens_and_refuses_what_it_cannot_use():
     config, state = tiny(layers=4)
     target = build(config, state)
