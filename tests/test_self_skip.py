@@ -182,7 +182,7 @@ def test_layer_scores_are_cosines_of_transformers_hidden_states():
     prompts = [[3, 9, 27, 17, 51, 25, 11, 33], [5, 1, 60, 2]]
     choice = choose_skipped_layers(build(config, state), prompts, lookahead=3)
     with torch.inference_mode():
-        hidden = [hf(torch.tensor([p]), output_hidden_states=True).hidden_states for p in prompts]  # L+1 of [1, T, hidden]
+        hidden = [hf(torch.tensor([p]), output_hidden_states=True).hidden_states for p in prompts]  # L+1 of [1, T, h]
     # hidden_states[-1] has the final norm applied, so the last layer's output is not there to compare
     for i in range(LAYERS - 1):
         cosines = torch.cat([torch.cosine_similarity(h[i], h[i + 1], dim=-1)[0] for h in hidden])  # [positions]
