@@ -11,7 +11,8 @@ runs a causal chain, a batch of rows of different lengths, or SSD's draft tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -56,11 +57,20 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 
 
 class NativeCausalLM:
-    """A decoder with its own static KV cache: `allocate`, then `forward` any [B, T] step."""
+    """A decoder with its own static KV cache: `allocate`, then `forward` any [B, T] step.
+
+    `shape` is what runs: with `skipped_layers` (the checkpoint's layer indices left out, for
+    the self-skip draft) its num_layers counts only the kept layers, which is what the
+    KV cache and `weight_bytes_per_forward` cover.
+    """
 
     def __init__(self, shape: ModelShape, layers: list[DecoderLayer], *, embed, norm, lm_head,
-                 backend: AttentionBackend, device, dtype, weights: str, kernels: dict | None = None) -> None:
+                 backend: AttentionBackend, device, dtype, weights: str, kernels: dict | None = None,
+                 skipped_layers: tuple[int, ...] = ()) -> None:
+        if len(layers) != shape.num_layers:
+            raise ValueError(f"{len(layers)} layers for a shape of {shape.num_layers}")
         self.shape, self.layers, self.backend = shape, layers, backend
+        self.skipped_layers = tuple(skipped_layers)
         self.embed, self.norm, self.lm_head = embed, norm, lm_head  # [V, hidden], [hidden], linear
         self.device, self.dtype, self.weights = torch.device(device), dtype, weights
         self.vocab_size = shape.vocab
@@ -164,51 +174,92 @@ class NativeCausalLM:
         return {"engine": "native", "model_type": self.shape.model_type, "weights": self.weights,
                 "linear_kernel": self.lm_head.name, "dtype": str(self.dtype).removeprefix("torch."),
                 "device": str(self.device), "attention_backend": self.backend_name,
-                "weight_bytes_per_forward": self.weight_bytes_per_forward(), "kernels": self.kernels}
+                "weight_bytes_per_forward": self.weight_bytes_per_forward(), "kernels": self.kernels,
+                **self._skip_record()}
 
     def kernel_names(self) -> dict:
         """The kernels this model runs, by kind: what runs must be compared with what runs."""
         return {"linear": self.lm_head.name, "attention": self.backend_name,
-                "dtype": str(self.dtype).removeprefix("torch.")}
+                "dtype": str(self.dtype).removeprefix("torch."), **self._skip_record()}
+
+    def _skip_record(self) -> dict:
+        """The layers left out, only where there are some (full models' records stay as they were)."""
+        return {"skipped_layers": list(self.skipped_layers)} if self.skipped_layers else {}
 
 
 def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="cpu", dtype=torch.float32,
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
-                       disabled_kernels: frozenset[str] = frozenset(), kernel_cache: Path | None = None) -> NativeCausalLM:
+                       disabled_kernels: frozenset[str] = frozenset(), kernel_cache: Path | None = None,
+                       skip_layers: tuple[int, ...] = ()) -> NativeCausalLM:
     """A native model from a transformers config and a state dict in Hugging Face naming.
 
     weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
     the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
     linear_kernel "auto" probes the dense kernels (kernels/probe.py), skipping `disabled_kernels`
     (also int8 ones), and reuses an earlier choice of this machine from `kernel_cache`.
+    skip_layers: decoder layers (checkpoint indices) to leave out, the self-skip draft: the
+    residual stream passes them unchanged; their weights are not read and get no KV cache.
     """
     shape = ModelShape.from_hf_config(config)
     return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache)
+                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache, skip=skip_layers)
 
 
 def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=torch.float32,
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
-                       std: float = 0.02, disabled_kernels: frozenset[str] = frozenset()) -> NativeCausalLM:
-    """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
+                       std: float = 0.02, disabled_kernels: frozenset[str] = frozenset(),
+                       skip_layers: tuple[int, ...] = ()) -> NativeCausalLM:
+    """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint.
+
+    Each tensor is drawn from a generator seeded by (seed, its name), not from one stream, so
+    a model with `skip_layers` has exactly the full model's weights in the layers it keeps.
+    """
     expected = hf_param_shapes(shape)
-    generator = torch.Generator(device=device).manual_seed(seed)
 
     def random_tensor(name: str) -> torch.Tensor | None:
         if name not in expected:
             return None
         if name.endswith("norm.weight"):
             return torch.ones(expected[name], device=device)  # [n]
+        generator = torch.Generator(device=device).manual_seed(_tensor_seed(seed, name))
         return torch.randn(expected[name], generator=generator, device=device).mul_(std)  # HF shape
 
     return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=None)
+                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=None, skip=skip_layers)
+
+
+def _tensor_seed(seed: int, name: str) -> int:
+    """A seed per (model seed, tensor name), stable across runs and Python versions (crc32, not hash())."""
+    return (seed % (1 << 31)) << 32 | zlib.crc32(name.encode())
+
+
+def check_skip_layers(num_layers: int, skip_layers) -> tuple[int, ...]:
+    """The layers to skip, sorted; a one-line UsageError unless each is a distinct index in
+    [0, num_layers) and at least one layer is kept."""
+    skip = tuple(skip_layers)
+    bad = [i for i in skip if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers]
+    if bad:
+        raise UsageError(f"cannot skip layer {bad[0]!r}: the model has {num_layers} layers, 0..{num_layers - 1}")
+    repeated = sorted({i for i in skip if skip.count(i) > 1})
+    if repeated:
+        raise UsageError(f"layer {repeated[0]} is named twice in the layers to skip")
+    if len(skip) >= num_layers:
+        raise UsageError(f"cannot skip all {num_layers} layers of the model: at least one must be kept")
+    return tuple(sorted(skip))
+
+
+def kept_layers(num_layers: int, skip_layers: tuple[int, ...]) -> list[int]:
+    """Checkpoint indices of the layers a model without `skip_layers` runs, in order."""
+    skipped = set(skip_layers)
+    return [i for i in range(num_layers) if i not in skipped]
 
 
 def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype, backend: str,
-           weights: str, linear_kernel: str, disabled: frozenset[str], cache: Path | None) -> NativeCausalLM:
+           weights: str, linear_kernel: str, disabled: frozenset[str], cache: Path | None,
+           skip: tuple[int, ...] = ()) -> NativeCausalLM:
     if weights not in WEIGHT_FORMATS:
         raise UsageError(f"unknown weight format {weights!r}: known: {', '.join(WEIGHT_FORMATS)}")
+    skip = check_skip_layers(shape.num_layers, skip)
     attention = get_backend(backend, device=device)
     attention.check(device=torch.device(device), dtype=dtype)
     fetch = _fetcher(shape, lookup)
@@ -227,7 +278,7 @@ def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, d
         return fetch(name).to(device=device, dtype=dtype)
 
     layers = []
-    for i in range(shape.num_layers):
+    for i in kept_layers(shape.num_layers, skip):  # a skipped layer's weights are never read
         p = f"model.layers.{i}."
         layers.append(DecoderLayer(
             attn_norm=vector(p + "input_layernorm.weight"),
@@ -243,8 +294,10 @@ def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, d
     lm_head = make_linear(embed if shape.tie_word_embeddings else fetch("lm_head.weight"), None)
     embed = embed.to(device=device, dtype=dtype)
     kernels["attention"] = attention.name
-    return NativeCausalLM(shape, layers, embed=embed, norm=vector("model.norm.weight"), lm_head=lm_head,
-                          backend=attention, device=device, dtype=dtype, weights=weights, kernels=kernels)
+    runs = replace(shape, num_layers=len(layers))  # the KV cache and byte counts cover the kept layers
+    return NativeCausalLM(runs, layers, embed=embed, norm=vector("model.norm.weight"), lm_head=lm_head,
+                          backend=attention, device=device, dtype=dtype, weights=weights, kernels=kernels,
+                          skipped_layers=skip)
 
 
 def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kernel: str, disabled: frozenset[str],
