@@ -21,14 +21,14 @@ EOS_ID = 1
 
 
 def save_tiny_model(folder: Path, *, vocab: int = 64, seed: int = 0, max_positions: int = 512,
-                    is_eos_first: bool = False, eos_token_id: int = EOS_ID) -> Path:
+                    is_eos_first: bool = False, eos_token_id: int = EOS_ID, num_layers: int = 2) -> Path:
     """A random tiny Llama with a word-level tokenizer, saved with save_pretrained (safetensors).
 
     is_eos_first: every next token is EOS (id EOS_ID), so every request ends at its first token.
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=num_layers,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
                          tie_word_embeddings=False, eos_token_id=eos_token_id, bos_token_id=None)
     torch.manual_seed(seed)

@@ -88,8 +88,25 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     if manifest.get("kernels"):
         used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}" for role, k in manifest["kernels"].items())
         console.print(f"kernels (probed here): {used}")
+    _print_self_skip(manifest, console)
     _print_model_check(path, console)
     console.print(f"Records: {path}")
+
+
+def _print_self_skip(manifest: dict, console: Console) -> None:
+    """Which layers the self-skip draft left out, and (auto) what the calibration expected of them."""
+    skip = manifest.get("models", {}).get("draft", {}).get("self_skip")
+    if not skip:
+        return
+    if "alpha" not in skip:
+        console.print(f"self-skip draft: layers {skip['layers']} skipped (given in --draft).")
+        return
+    line = (f"self-skip draft: layers {skip['layers']} skipped, chosen by calibration on {skip['calibration_tokens']} "
+            f"prompt tokens in {skip['seconds']:.1f} s: greedy agreement {skip['alpha']:.2f}, cost {skip['cost_ratio']:.2f} "
+            f"of the target, predicted sd speedup {skip['predicted_speedup']:.2f}×")
+    if skip["predicted_speedup"] < 1:
+        line += " [yellow](below 1: no skip set tried is expected to pay off on this target)[/]"
+    console.print(line)
 
 
 def _model_check_rows(path) -> list[dict]:

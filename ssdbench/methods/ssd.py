@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ssdbench.methods.base import Method, MethodContext, ProposerFactory
+from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.speculation.server import DraftSpec
 
 
@@ -20,6 +21,7 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
         attention=settings.attention, linear_kernel=settings.linear_kernel, lookahead=ctx.decode.k,
         fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup, saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed,
         trust_remote_code=settings.trust_remote_code,
+        skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
     )
 
 

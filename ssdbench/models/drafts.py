@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 SELF_INT8 = "self-int8"
 NGRAM = "ngram"
+SELF_SKIP = "self-skip"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ KINDS = {kind.name: kind for kind in (
               engines=("native", "hf")),
     DraftKind(NGRAM, "prompt lookup: continue the latest earlier match of the text's suffix (no model)",
               has_model=False, from_target=False, engines=("native", "hf")),
+    DraftKind(SELF_SKIP, "the target with some decoder layers skipped: 'self-skip:auto' (chosen by a short "
+              "calibration on the suite) or 'self-skip:3,5,7'", has_model=True, from_target=True, engines=("native",)),
 )}
 
 
@@ -38,6 +41,7 @@ class DraftChoice:
 
     spec: str
     kind: str
+    skip_layers: tuple[int, ...] | None = None  # self-skip: the layers left out; None until calibrated (auto)
 
     @property
     def info(self) -> DraftKind:
@@ -56,12 +60,22 @@ class DraftChoice:
         return self.kind == SELF_INT8
 
     @property
+    def needs_calibration(self) -> bool:
+        """self-skip:auto: the layers are chosen on the run's prompts once the target is loaded."""
+        return self.kind == SELF_SKIP and self.skip_layers is None
+
+    @property
     def model_spec(self) -> str | None:
         """The spec to resolve for a draft with weights of its own; None otherwise."""
         return self.spec if self.kind == "model" else None
 
 
 def parse_draft(spec: str) -> DraftChoice:
-    """`--draft` as given: a named kind, or else a model spec."""
+    """`--draft` as given: a named kind (self-skip with its layers), or else a model spec."""
     name = spec.strip()
+    if name.partition(":")[0].strip() == SELF_SKIP:
+        from ssdbench.models.self_skip import AUTO, parse_self_skip
+
+        layers = parse_self_skip(name)
+        return DraftChoice(spec=name, kind=SELF_SKIP, skip_layers=None if layers == AUTO else layers)
     return DraftChoice(spec=name, kind=name if name in KINDS and name != "model" else "model")

@@ -12,7 +12,7 @@ from functools import cached_property
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.models.drafts import NGRAM, SELF_INT8, DraftChoice, parse_draft
+from ssdbench.models.drafts import NGRAM, SELF_INT8, SELF_SKIP, DraftChoice, parse_draft
 
 __all__ = ["NGRAM", "SELF_INT8", "ModelSet", "ModelSettings", "torch_dtype"]
 
@@ -42,6 +42,24 @@ class ModelSet:
 
     config: ModelSettings
     _cache: dict = field(default_factory=dict)
+    skip_choice: object | None = None  # self-skip:auto's calibration (self_skip.SkipChoice), once made
+
+    @property
+    def skip_layers(self) -> tuple[int, ...]:
+        """The self-skip draft's layers: given in --draft, or chosen by `calibrate_self_skip`."""
+        if self.config.draft.skip_layers is not None:
+            return self.config.draft.skip_layers
+        if self.skip_choice is None:
+            raise UsageError("self-skip:auto has not been calibrated yet (ModelSet.calibrate_self_skip)")
+        return tuple(self.skip_choice.layers)
+
+    def calibrate_self_skip(self, prompts: list[list[int]], *, lookahead: int):
+        """Choose self-skip:auto's layers on `prompts` with the native target (once per model set)."""
+        from ssdbench.models.self_skip import choose_skipped_layers
+
+        if self.skip_choice is None:
+            self.skip_choice = choose_skipped_layers(self.target("native"), prompts, lookahead=lookahead)
+        return self.skip_choice
 
     @cached_property
     def target_source(self):
@@ -103,7 +121,17 @@ class ModelSet:
             raise UsageError(f"the {self.config.draft.kind} draft has no model")
         if self.config.draft.int8:
             return self._get(("draft", engine), lambda: self._build(self.target_source, engine, int8=True))
+        if self.config.draft.kind == SELF_SKIP:
+            return self._get(("draft", engine), lambda: self._skipping_draft(engine))
         return self._get(("draft", engine), lambda: self._build(self.draft_source, engine, int8=False))
+
+    def _skipping_draft(self, engine: str):
+        """The target's own layers minus the skipped ones (shared weights, a KV cache of its own)."""
+        if engine != "native":
+            raise UsageError("the self-skip draft runs on the native engine only")
+        from ssdbench.models.self_skip import skipping_view
+
+        return skipping_view(self.target("native"), self.skip_layers)
 
     def hf_target(self):
         """transformers' own model (for `--engine hf` and the generate baselines)."""

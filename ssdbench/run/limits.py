@@ -122,6 +122,8 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
                             num_copies=copies)
         if is_int8 and target_device == "cpu":  # built from the target's checkpoint, already counted
             need = dataclasses.replace(need, weights=mp.weight_bytes(draft_shape, itemsize=itemsize, is_int8=True))
+        elif plan.draft.from_target and not is_int8:  # self-skip: a view on the target's own weights
+            need = dataclasses.replace(need, weights=0)
         needs.append(need)
     if draft_shape is not None and plan.ssd is not None:
         tree = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k,

@@ -158,8 +158,9 @@ def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tup
             raise UsageError(f"{method.name} needs a draft model (its speculator drafts trees); "
                              f"--draft {draft.spec} has none")
         # baselines run transformers' models: their draft must build on the hf engine
-        if method.uses_draft and not set(draft.info.engines) & ({"hf"} if method.is_baseline else set(engines)):
-            raise UsageError(f"{method.name} cannot use --draft {draft.spec}: it builds on the "
+        needed = {"hf"} if method.is_baseline else set(engines) & set(method.engines)
+        if method.uses_draft and draft.has_model and not needed <= set(draft.info.engines):
+            raise UsageError(f"{method.name} cannot use --draft {draft.spec}: that draft builds on the "
                              f"{' or '.join(draft.info.engines)} engine only")
         if not method.is_baseline and not set(method.engines) & set(engines):
             raise UsageError(f"{method.name} runs on the {' or '.join(method.engines)} engine only (tree attention); "

@@ -13,6 +13,7 @@ import torch
 
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import Workload
+from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.models.model_set import ModelSet
 from ssdbench.run.execute import count_units, run_all
 from ssdbench.run.plan import RunPlan
@@ -63,6 +64,9 @@ def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_inf
                                  "placement": plan.draft_placement.describe()}
     if models.draft_source is not None:
         roles["draft"].update(name=models.draft_source.name, origin=models.draft_source.origin)
+    if plan.draft.kind == SELF_SKIP and plan.loads_draft_model:
+        roles["draft"]["self_skip"] = (models.skip_choice.to_dict() if models.skip_choice is not None
+                                       else {"layers": list(models.skip_layers), "chosen_by": "--draft"})
     manifest = {"config": settings.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
                 "attention_backend": plan.models.attention, "engines": list(plan.models.engines),
                 "order": _describe_order(plan.order)}
@@ -163,11 +167,22 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     check_new_tokens(plan, limit)  # before loading the tokenizer: 10^8 new tokens is refused at once
     models.check_vocabularies()
     models.check_weights()
+    _check_skip_layers(plan, models)
     workload, suite_info = prepare_workload(plan, models)
     workload, truncation = fit_prompts(plan, workload, limit)
     if truncation:
         suite_info["truncation"] = truncation
+    if plan.loads_draft_model and plan.draft.needs_calibration:
+        models.calibrate_self_skip([list(t) for t in workload.token_ids], lookahead=plan.decode.k)
     return models, workload, suite_info
+
+
+def _check_skip_layers(plan: RunPlan, models: ModelSet) -> None:
+    """Given self-skip layers exist in the target (before anything is claimed or loaded)."""
+    if plan.draft.kind == SELF_SKIP and plan.draft.skip_layers is not None:
+        from ssdbench.models.llama import check_skip_layers
+
+        check_skip_layers(int(models.target_hf_config.num_hidden_layers), plan.draft.skip_layers)
 
 
 def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:

@@ -40,6 +40,7 @@ class DraftSpec:
     saguaro_c: float
     seed: int
     trust_remote_code: bool = False
+    skip_layers: tuple[int, ...] = ()  # the self-skip draft: the target's layers left out
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -77,7 +78,7 @@ def _build_speculator(spec: DraftSpec):
     draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
                                dtype=torch_dtype(spec.dtype), backend=spec.attention,
                                weights="int8" if spec.int8 else "fp32", linear_kernel=spec.linear_kernel,
-                               kernel_cache=default_cache_path())
+                               kernel_cache=default_cache_path(), skip_layers=spec.skip_layers)
     draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
     draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
