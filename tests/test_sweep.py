@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from cli_checks import assert_one_line_error
 from cli_fixtures import save_tiny_model
 from ssdbench.cli.main import app
 
@@ -88,3 +90,42 @@ def test_a_failed_point_is_marked_failed_in_the_index(tiny_target, tmp_path, mon
     assert sweep(tiny_target, out).exit_code == 1
     points = json.loads((out / "index.json").read_text())["points"]
     assert [p["status"] for p in points] == ["failed", "absent", "absent", "absent"]
+
+
+def test_every_run_option_is_a_sweep_option(tiny_target):
+    """One declaration (cli/options.py): whatever `run` takes, `sweep` takes too."""
+    def flags(command: str) -> set[str]:
+        help_text = runner.invoke(app, [command, "--help"], terminal_width=250).output
+        return set(re.findall(r"--[a-z][a-z0-9-]*", help_text))
+
+    missing = flags("run") - flags("sweep")
+    assert missing == set()
+
+
+def test_any_run_setting_can_be_an_axis(tiny_target, tmp_path):
+    out = tmp_path / "sw"
+    result = runner.invoke(app, ["sweep", "--target", str(tiny_target), "--suite", "smoke", "--num-prompts", "2",
+                                 "--max-new-tokens", "4", "--no-chat-template", "--batch-size", "1",
+                                 "--temperature", "0,0.5", "--grid", "top_p=0.9,1", "--methods", "ar,sd",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    points = json.loads((out / "index.json").read_text())["points"]
+    assert sorted(p["name"] for p in points) == ["b1-t0-k4-top-p=0.9", "b1-t0-k4-top-p=1", "b1-t0.5-k4-top-p=0.9",
+                                                 "b1-t0.5-k4-top-p=1"]
+    for point in points:
+        config = json.loads((out / point["run_dir"] / "manifest.json").read_text())["config"]
+        assert (config["temperature"], config["top_p"]) == (point["temperature"], point["top_p"])
+
+
+@pytest.mark.parametrize("extra,fragments", [
+    (("--grid", "top_q=0.9"), ("top_q", "not a run setting", "top_p")),
+    (("--grid", "dtype=float32;bfloat16"), ("loads its models", "once")),
+    (("--k", "2,x"), ("--k", "int")),
+    (("--grid", "k=2,3", "--k", "2,4"), ("--grid k", "already an axis")),
+])
+def test_bad_axes_are_refused_before_anything_runs(tiny_target, tmp_path, extra, fragments):
+    out = tmp_path / "sw"
+    result = runner.invoke(app, ["sweep", "--target", str(tiny_target), "--suite", "smoke", "--num-prompts", "1",
+                                 "--no-chat-template", "--batch-size", "1", "--out", str(out), *extra])
+    assert_one_line_error(result, *fragments)
+    assert not out.exists()

@@ -1,0 +1,39 @@
+"""The package's imports point only down its layers (ci/import_layers.py, docs/DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_checker():
+    spec = importlib.util.spec_from_file_location("import_layers", ROOT / "ci" / "import_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_upward_imports_and_no_cycles_in_the_package():
+    checker = load_checker()
+    edges, _ = checker.graph(ROOT)
+    assert checker.upward_arrows(edges) == []
+    assert checker.cycles(edges) == []
+    assert not [m for m in edges if checker.layer_of(m) is None and m != "ssdbench"]
+
+
+def test_the_checker_sees_an_upward_import_and_a_cycle_even_inside_a_function(tmp_path):
+    checker = load_checker()
+    package = tmp_path / "ssdbench"
+    for name in ("models", "run"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (tmp_path / "kernels").mkdir()
+    (package / "run" / "plan.py").write_text("from ssdbench.models.shape import X\n")
+    (package / "models" / "shape.py").write_text("def f():\n    from ssdbench.run.plan import Y\n")
+    edges, inside = checker.graph(tmp_path)
+    assert checker.upward_arrows(edges) == [("ssdbench.models.shape", "models", "ssdbench.run.plan", "run")]
+    assert checker.cycles(edges) == [["ssdbench.models", "ssdbench.run"]]
+    assert inside == 1
