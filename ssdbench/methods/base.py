@@ -41,7 +41,7 @@ class Baseline(Protocol):
                  eos_ids: frozenset[int]) -> GenerateResult: ...
 
 
-ProposerFactory = Callable[[int, "torch.Generator | None"], "Proposer | None"]  # (rows, generator) -> proposer
+ProposerFactory = Callable[[int, torch.Generator | None], Proposer | None]  # (rows, generator) -> proposer
 
 
 @dataclass(frozen=True)

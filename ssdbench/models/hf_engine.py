@@ -84,10 +84,3 @@ def int8_weight_only_copy(model):
         setattr(model.get_submodule(parent_name) if parent_name else model, child, Int8LinearModule(linear))
     return model.eval()
 
-
-def int8_kernel_of(model) -> str | None:
-    """The int8 kernel a copy from `int8_weight_only_copy` runs (None for a dense model)."""
-    for module in model.modules():
-        if isinstance(module, Int8LinearModule):
-            return module.impl.name
-    return None

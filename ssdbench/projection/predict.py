@@ -82,12 +82,6 @@ def calibrated_costs(calibration: dict | None, *, k: int, is_ngram: bool, events
                  PREDICTION)
 
 
-def accounting_costs(own, ar) -> Costs:
-    """Costs read back from the variant's own rounds (and ar's): an accounting check, not a prediction."""
-    drafting = own.draft_ms / own.mean_proposed if own.mean_proposed else 0.0
-    return Costs(ar.verify_ms, own.verify_ms, drafting, own.step_ms - own.wait_ms, own.draft_ms, ACCOUNTING)
-
-
 def predict_sd(e: float, k: int, costs: Costs) -> float:
     return e * costs.t1_ms / (costs.verify_ms + k * costs.draft_step_ms)
 

@@ -30,11 +30,6 @@ def sha256_file(path: str | os.PathLike, *, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def hash_files(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
-    """{path as given: hex SHA-256} for each file."""
-    return {str(p): sha256_file(p) for p in paths}
-
-
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,

@@ -85,10 +85,6 @@ class RunPlan:
         return self.target_placement if self.pins_target else None
 
     @property
-    def method_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.methods)
-
-    @property
     def draft_slack(self) -> int:
         """Positions past prompt + new tokens that drafts write, for the widest method of the run."""
         return max(m.draft_slack(self.decode.k) for m in self.methods)
@@ -108,9 +104,6 @@ class RunPlan:
     def with_decode(self, **changes) -> RunPlan:
         """The same plan with other decode settings (the limits' search for what fits)."""
         return dataclasses.replace(self, decode=dataclasses.replace(self.decode, **changes))
-
-    def with_out(self, out: Path) -> RunPlan:
-        return dataclasses.replace(self, out=out)
 
     def method_context(self, engine: str, models: ModelSet, workload: Workload,
                        recorder: Recorder | None = None) -> MethodContext:

@@ -30,9 +30,3 @@ def draw(logits: torch.Tensor, sampling: RowSampling, fan_out: torch.Tensor, *, 
     q = saguaro_reweight(q, fan_out, saguaro_c)
     return sample_from(q, generator), q
 
-
-def ranking_probs(logits: torch.Tensor, sampling: RowSampling) -> torch.Tensor:
-    """Probabilities used only to rank candidate bonus tokens: greedy rows ranked at temperature 1."""
-    temperature = torch.where(sampling.temperature > 0, sampling.temperature, torch.ones_like(sampling.temperature))
-    ranked = RowSampling(temperature=temperature, top_p=torch.ones_like(sampling.top_p), top_k=(0,) * len(sampling.top_k))
-    return logits_to_probs(logits, ranked)
