@@ -31,9 +31,9 @@ def test_ssd_greedy_matches_ar(pair, ar_outputs, batch_size, k, fan_out, fan_out
     proposer = ssd_local(draft, k=k, num_rows=batch_size, fan_out=fan_out or "1", fan_out_list=fan_out_list, backup=backup)
     ssd, steps = decode(target, proposer, PROMPTS[:batch_size], max_new_tokens=24, k=k, eos_ids=EOS)
     assert [r.output_ids for r in ssd.rows] == ar_outputs[batch_size]
-    hits = [s for s in steps if s.cache_hit]
-    misses = [s for s in steps if s.cache_hit is False]
+    hits = [s for s in steps if s.extras["cache_hit"]]
+    misses = [s for s in steps if s.extras["cache_hit"] is False]
     assert hits and misses, "both hit and miss rounds must be exercised"
-    assert all(s.backup is None for s in hits) and all(s.backup in ("jit", "fast") for s in misses)
+    assert all(s.extras["backup"] is None for s in hits) and all(s.extras["backup"] in ("jit", "fast") for s in misses)
     if backup != "auto":
-        assert {s.backup for s in misses} == {backup}
+        assert {s.extras["backup"] for s in misses} == {backup}

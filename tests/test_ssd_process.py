@@ -61,10 +61,10 @@ def test_remote_ssd_greedy_matches_ar(folder, batch_size, backup):
 
 def assert_ssd_records(steps, *, backups: set[str]) -> None:
     """Every round of every row is a hit or a miss; a miss names its backup, a hit none and had a tree."""
-    assert steps and all(isinstance(s.cache_hit, bool) for s in steps)
-    assert all((s.backup is None) == s.cache_hit for s in steps)
-    assert {s.backup for s in steps if not s.cache_hit} <= backups
-    assert all(s.fan_out_total > 0 for s in steps if s.cache_hit)
+    assert steps and all(isinstance(s.extras["cache_hit"], bool) for s in steps)
+    assert all((s.extras["backup"] is None) == s.extras["cache_hit"] for s in steps)
+    assert {s.extras["backup"] for s in steps if not s.extras["cache_hit"]} <= backups
+    assert all(s.extras["fan_out_total"] > 0 for s in steps if s.extras["cache_hit"])
 
 
 def test_killing_the_draft_mid_run_is_a_clear_error(folder):

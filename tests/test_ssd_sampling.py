@@ -55,7 +55,7 @@ def sample_ssd(target, draft, *, temperature, fan_out_list, miss_list=None, back
 
 
 def _share(steps, flag):
-    return sum(1 for s in steps if s.cache_hit is flag) / len(steps)
+    return sum(1 for s in steps if s.extras["cache_hit"] is flag) / len(steps)
 
 
 CASES = {

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 
 from ssdbench.decoding.batch import DecodeBatch
-from ssdbench.decoding.protocols import CausalModel, Proposal
-from ssdbench.decoding.ragged import forward_chunks, last_logits
+from ssdbench.decoding.draft_chain import draft_chain
+from ssdbench.decoding.protocols import CausalModel, Proposal, VerifyOutput
+from ssdbench.decoding.ragged import forward_chunks
+from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
 from ssdbench.sampling.probs import logits_to_probs, sample_from
 
@@ -15,6 +17,7 @@ class DraftModelProposer:
     """Drafts with its own KV cache; `_draft_len[b]` is how much of row b's tokens it holds."""
 
     name = "draft-model"
+    wants_hidden = False
 
     def __init__(self, draft: CausalModel, *, lookahead: int, sampling: RowSampling, generator: torch.Generator | None):
         self.draft = draft
@@ -32,25 +35,19 @@ class DraftModelProposer:
 
     def propose(self, batch: DecodeBatch) -> Proposal:
         chunks, starts = self._catch_up_chunks(batch)
-        logits = last_logits(forward_chunks(self.draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
         self._base_len = [row.target_len + 1 for row in batch.rows]  # tokens incl. the pending one
-        tokens, qs = [], []
-        for step in range(self.lookahead):
-            token, q = self._draw(logits)  # [B], [B, V] | None
-            tokens.append(token)
-            qs.append(q)
-            if step + 1 < self.lookahead:
-                positions = torch.tensor(self._base_len, device=token.device) + step  # [B]
-                logits = self.draft.forward(token.unsqueeze(1), positions.unsqueeze(1))[:, 0]  # [B, V]
+        next_position = torch.tensor(self._base_len, device=self.draft.device)  # [B]
+        chain = draft_chain(self.draft, chunks, starts, next_position=next_position, steps=self.lookahead,
+                            draw=lambda step, logits: self._draw(logits))
         num_proposed = torch.tensor(
             [0 if row.is_finished else self.lookahead for row in batch.rows], dtype=torch.int64
         )  # [B]
-        q = None if qs[0] is None else torch.stack(qs, dim=1)  # [B, K, V]
-        return Proposal(tokens=torch.stack(tokens, dim=1), q=q, num_proposed=num_proposed)  # tokens [B, K]
+        q = None if chain.q[0] is None else torch.stack(chain.q, dim=1)  # [B, K, V]
+        return Proposal(tokens=chain.tokens, q=q, num_proposed=num_proposed)  # tokens [B, K]
 
-    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
+    def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
         """The draft holds the pending token and x_1..x_{K-1}; accepted ones stay valid."""
-        for i, n in enumerate(num_accepted):
+        for i, n in enumerate(verdict.num_accepted.tolist()):
             self._draft_len[i] = self._base_len[i] + min(n, self.lookahead - 1)
 
     def close(self) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ssdbench.decoding.batch import DecodeBatch
-from ssdbench.decoding.protocols import CausalModel, Proposal, Proposer, empty_proposal
+from ssdbench.decoding.protocols import CausalModel, Proposal, Proposer, VerifyOutput, empty_proposal
 from ssdbench.decoding.ragged import forward_chunks, last_logits
 from ssdbench.profiling.clock import PhaseClock
 from ssdbench.sampling.accept import Verdict, verify_proposal
@@ -28,15 +28,13 @@ class StepRecord:
     accepted: int
     emitted: int
     bonus_token: int
-    cache_hit: bool | None
-    backup: str | None
-    fan_out_total: int | None
     t_start_ns: int
     draft_ms: float
     verify_ms: float
     wait_ms: float
     sample_ms: float
     step_ms: float
+    extras: dict = field(default_factory=dict)  # the proposer's own columns for this row (ssd: cache_hit, ...)
 
 
 @dataclass
@@ -106,7 +104,8 @@ def _run_round(
     clock.start()
     proposal = proposer.propose(batch) if proposer is not None else empty_proposal(batch.size, target.device)
     clock.mark("proposed")
-    logits = _verify_forward(target, batch, proposal)  # [B, 1+W, V]
+    output = _verify_forward(target, batch, proposal, hidden=getattr(proposer, "wants_hidden", False))
+    logits = output.logits  # [B, 1+W, V]
     clock.mark("verified")
     width = logits.shape[1] - 1
     dev = logits.device  # proposals may come from another device or process (n-gram on CPU, ssd's mailbox)
@@ -119,14 +118,15 @@ def _run_round(
     clock.mark("sampled")
     emitted = _commit(batch, proposal, num_accepted, next_token)
     if proposer is not None:
-        proposer.observe(batch, num_accepted)
+        proposer.observe(batch, verdict, output)
     clock.mark("end")
     clock.resolve()
     return _records(batch, active, proposal, num_accepted, next_token, emitted, clock)
 
 
-def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal) -> torch.Tensor:
-    """One target forward over [pending, x_1..x_W] per row, at the row's next positions."""
+def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal, *, hidden: bool) -> VerifyOutput:
+    """One target forward over [pending, x_1..x_W] per row, at the row's next positions
+    (with the hidden states the lm_head read, when the proposer asks for them)."""
     width = proposal.width
     drafts = proposal.tokens[:, :width].tolist()
     chunks, starts = [], []
@@ -134,7 +134,9 @@ def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal)
         # a finished row rides along with padding, written past its committed slots
         chunks.append([row.tokens[-1]] * (width + 1) if row.is_finished else [row.tokens[-1]] + drafts[i])
         starts.append(row.target_len)
-    return forward_chunks(target, chunks, starts)
+    if hidden:
+        return VerifyOutput(*forward_chunks(target, chunks, starts, return_hidden=True))
+    return VerifyOutput(forward_chunks(target, chunks, starts))
 
 
 def _q_columns(proposal: Proposal, width: int) -> torch.Tensor | None:
@@ -162,9 +164,7 @@ def _records(batch, active, proposal, num_accepted, next_token, emitted, clock) 
             StepRecord(
                 row=i, round=batch.round_idx, batch_size=batch.size, proposed=num_proposed[i],
                 accepted=num_accepted[i], emitted=emitted[i], bonus_token=next_token[i],
-                cache_hit=proposal.cache_hit[i] if proposal.cache_hit else None,
-                backup=proposal.backup[i] if proposal.backup else None,
-                fan_out_total=proposal.fan_out_total[i] if proposal.fan_out_total else None,
+                extras={name: values[i] for name, values in proposal.extras.items()},
                 t_start_ns=clock.t_start_ns, draft_ms=draft_ms, verify_ms=verify_ms,
                 wait_ms=proposal.wait_ms, sample_ms=sample_ms, step_ms=step_ms,
             )

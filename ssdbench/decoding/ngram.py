@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 
 from ssdbench.decoding.batch import DecodeBatch
-from ssdbench.decoding.protocols import Proposal
+from ssdbench.decoding.protocols import Proposal, VerifyOutput
+from ssdbench.sampling.accept import Verdict
 
 
 def lookup_continuation(tokens: list[int], *, max_ngram: int, num_tokens: int) -> list[int]:
@@ -25,6 +26,7 @@ class NgramProposer:
     """No model: proposals cost almost nothing and are often right on code and quoted text."""
 
     name = "ngram"
+    wants_hidden = False
 
     def __init__(self, *, lookahead: int, max_ngram: int = 3) -> None:
         self.lookahead = lookahead
@@ -44,7 +46,7 @@ class NgramProposer:
         num_proposed = torch.tensor([len(g) for g in rows], dtype=torch.int64)  # [B]
         return Proposal(tokens=tokens, q=None, num_proposed=num_proposed)
 
-    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
+    def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
         pass
 
     def close(self) -> None:

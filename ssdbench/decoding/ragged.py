@@ -13,12 +13,15 @@ from ssdbench.decoding.protocols import CausalModel
 PAD_TOKEN = 0
 
 
-def forward_chunks(model: CausalModel, chunks: list[list[int]], starts: list[int]) -> torch.Tensor:
-    """Append chunks[b] at positions starts[b]...; returns logits [B, T, V] (T = longest chunk)."""
+def forward_chunks(model: CausalModel, chunks: list[list[int]], starts: list[int], *, return_hidden: bool = False):
+    """Append chunks[b] at positions starts[b]...; returns logits [B, T, V] (T = longest chunk),
+    or (logits, hidden [B, T, H]) with return_hidden."""
     width = max(len(c) for c in chunks)
     tokens = torch.tensor([c + [PAD_TOKEN] * (width - len(c)) for c in chunks], dtype=torch.int64)  # [B, T]
     offsets = torch.arange(width, dtype=torch.int64)  # [T]
     positions = torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + offsets  # [B, T]
+    if return_hidden:
+        return model.forward(tokens.to(model.device), positions.to(model.device), return_hidden=True)
     return model.forward(tokens.to(model.device), positions.to(model.device))
 
 

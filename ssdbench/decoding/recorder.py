@@ -11,7 +11,10 @@ from ssdbench.decoding.batch import RowState
 from ssdbench.decoding.loop import StepRecord
 from ssdbench.records.schema import COLUMNS
 
-STEP_FIELDS = tuple(f.name for f in fields(StepRecord))
+STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("row", "extras"))
+KEY_FIELDS = ("run_id", "method", "engine", "suite", "prompt_id", "request_idx", "repeat")
+# steps columns a method fills through StepRecord.extras (ssd: cache_hit, backup, fan_out_total); null for the others
+EXTRA_STEP_COLUMNS = tuple(c.name for c in COLUMNS["steps"] if c.name not in (*KEY_FIELDS, *STEP_FIELDS, "row"))
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class Recorder:
     def add_steps(self, keys: list[RequestKey], records: list[StepRecord]) -> None:
         for record in records:
             self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row])})
-            self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS if name != "row"})
+            self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS})
+            self._append(self.steps, {name: record.extras.get(name) for name in EXTRA_STEP_COLUMNS})
             self._append(self.steps, {"row": record.row})
 
     def add_request(self, key: RequestKey, row: RowState, *, seed: int, temperature: float, times_ns: tuple[int, int, int], rounds: int,

@@ -26,19 +26,24 @@ class HfCausalLM:
         self._caches = [DynamicCache(config=self.model.config) for _ in range(batch_size)]
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """tokens, positions: [B, T] -> fp32 logits [B, T, V]."""
-        rows = []
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, return_hidden: bool = False):
+        """tokens, positions: [B, T] -> fp32 logits [B, T, V]; or (logits, hidden [B, T, H]) with return_hidden,
+        the last of transformers' hidden states (after the final norm, what the lm_head reads)."""
+        rows, hidden = [], []
         for b, cache in enumerate(self._caches):
             start = int(positions[b, 0])
             excess = cache.get_seq_length() - start
             if excess > 0:  # drop rejected drafts and padding (transformers 5: crop takes a negative count)
                 cache.crop(-excess)
             out = self.model(
-                input_ids=tokens[b : b + 1], position_ids=positions[b : b + 1], use_cache=True, **{self._cache_kwarg: cache}
+                input_ids=tokens[b : b + 1], position_ids=positions[b : b + 1], use_cache=True,
+                output_hidden_states=return_hidden, **{self._cache_kwarg: cache}
             )
             rows.append(out.logits[0].float())  # [T, V]
-        return torch.stack(rows)  # [B, T, V]
+            if return_hidden:
+                hidden.append(out.hidden_states[-1][0])  # [T, H]
+        logits = torch.stack(rows)  # [B, T, V]
+        return (logits, torch.stack(hidden)) if return_hidden else logits
 
 
 def cache_argument_name(model) -> str:

@@ -93,8 +93,10 @@ class NativeCausalLM:
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, slots: torch.Tensor | None = None,
-                attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None) -> torch.Tensor:
-        """One step over tokens [B, T]; returns fp32 logits [B, T, V] (or [B, T', V] at `logits_at`).
+                attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None,
+                return_hidden: bool = False):
+        """One step over tokens [B, T]; returns fp32 logits [B, T, V] (or [B, T', V] at `logits_at`),
+        or (logits, hidden [B, T, H]) with `return_hidden`: the final-norm'd states the lm_head reads.
 
         positions [B, T]: logical positions (RoPE). slots [B, T]: cache slots this step's K/V
         go to (default: positions). attn_mask [B, T, S_max] bool: which slots each query sees
@@ -113,9 +115,14 @@ class NativeCausalLM:
         if logits_at is not None:
             x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))  # [B, T', hidden]
         x = F.rms_norm(x, (x.shape[-1],), self.norm, self.shape.rms_norm_eps)
-        return self.lm_head(x).float()  # [B, T, V]
+        logits = self.lm_head(x).float()  # [B, T, V]
+        return (logits, x) if return_hidden else logits
 
     __call__ = forward
+
+    def copy_slots(self, row: int, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Row `row`'s K/V at slots src [N] copied to slots dst [N], every layer (ssd: a hit branch onto the main line)."""
+        self.cache.copy_slots(row, src, dst)
 
     def _checked_cache(self, tokens: torch.Tensor, attn_mask: torch.Tensor | None) -> StaticKVCache:
         if self.cache is None:

@@ -8,17 +8,18 @@ import time
 
 import torch
 
-from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 from ssdbench.decoding.batch import DecodeBatch
-from ssdbench.decoding.protocols import Proposal
+from ssdbench.decoding.protocols import Proposal, VerifyOutput
 from ssdbench.errors import DraftServerError
+from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
 from ssdbench.speculation import mailbox as mb
+from ssdbench.speculation.codec import read_proposal
 from ssdbench.speculation.local import outcomes_of
-from ssdbench.speculation.server import BACKUP_CODES, DraftSpec, serve
+from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
+from ssdbench.speculation.server import DraftSpec, serve
 
 START_TIMEOUT_S = 600.0
-BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
 
 
 class DraftServer:
@@ -90,6 +91,7 @@ class RemoteSsdProposer:
     """Proposer for `ssd`: the speculator runs in the draft process, concurrently with verification."""
 
     name = "ssd"
+    wants_hidden = False
 
     def __init__(self, server: DraftServer, sampling: RowSampling) -> None:
         self.server = server
@@ -116,17 +118,10 @@ class RemoteSsdProposer:
         box.outcomes[:n] = torch.tensor([[int(a), k, t] for a, k, t in outcomes_of(batch, self._last_accepted)])
         self.server.post(mb.KIND_ROUND)
         self.server.wait()
-        wait_ms = (time.perf_counter() - start) * 1e3
-        meta = box.meta[:n].tolist()
-        q = box.q[:n] if int(box.ctrl[mb.HAS_Q]) else None  # read in place: not rewritten before the next request
-        return Proposal(
-            tokens=box.tokens[:n].clone(), q=q, num_proposed=torch.tensor([m[0] for m in meta], dtype=torch.int64),
-            draft_ms=float(box.times[0]), wait_ms=wait_ms, cache_hit=tuple(bool(m[1]) for m in meta),
-            backup=tuple(BACKUP_NAMES[m[2]] for m in meta), fan_out_total=tuple(m[3] for m in meta),
-        )
+        return read_proposal(box, n, wait_ms=(time.perf_counter() - start) * 1e3)
 
-    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
-        self._last_accepted = list(num_accepted)
+    def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
+        self._last_accepted = verdict.num_accepted.tolist()
 
     def close(self) -> None:
         pass  # the server outlives a batch; its owner stops it

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ssdbench.decoding.protocols import TreeModel
 from ssdbench.decoding.ragged import forward_chunks
 
 
@@ -42,7 +43,7 @@ def reuse_plan(history: list[int], returned: list[int], known_logits: torch.Tens
     return GluePlan(chunk=[returned[-1]], start=pending + d, known_logits=known_logits, copy_slots=copy)
 
 
-def run_glue(draft, plans: list[GluePlan | None], idle_starts: list[int]) -> list[torch.Tensor | None]:
+def run_glue(draft: TreeModel, plans: list[GluePlan | None], idle_starts: list[int]) -> list[torch.Tensor | None]:
     """Execute every row's plan in one forward; per row: fork logits [d+1, V] (None: inactive row).
 
     Inactive rows (plan None) forward one padding token at idle_starts[b], past their committed slots.
@@ -50,8 +51,7 @@ def run_glue(draft, plans: list[GluePlan | None], idle_starts: list[int]) -> lis
     for b, plan in enumerate(plans):
         if plan is not None and plan.copy_slots is not None:
             src, dst = (torch.tensor(s, device=draft.device) for s in plan.copy_slots)
-            draft.cache.k[:, b, :, dst] = draft.cache.k[:, b, :, src]
-            draft.cache.v[:, b, :, dst] = draft.cache.v[:, b, :, src]
+            draft.copy_slots(b, src, dst)
     chunks = [plan.chunk if plan is not None else [0] for plan in plans]
     starts = [plan.start if plan is not None else idle for plan, idle in zip(plans, idle_starts)]
     if all(plan is None for plan in plans):

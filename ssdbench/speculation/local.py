@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 
-import torch
 
 from ssdbench.decoding.batch import DecodeBatch
-from ssdbench.decoding.protocols import Proposal
+from ssdbench.decoding.protocols import Proposal, VerifyOutput
+from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
+from ssdbench.speculation.codec import proposal_from_answer
 from ssdbench.speculation.speculator import Answer, Speculator
 
 
@@ -21,16 +22,9 @@ def outcomes_of(batch: DecodeBatch, last_accepted: list[int]) -> list[tuple[bool
     return [(not row.is_finished, last_accepted[b], row.tokens[-1]) for b, row in enumerate(batch.rows)]
 
 
-def proposal_from(answer: Answer, *, draft_ms: float, wait_ms: float) -> Proposal:
-    return Proposal(
-        tokens=answer.tokens, q=answer.q, num_proposed=torch.tensor(answer.depth, dtype=torch.int64),
-        draft_ms=draft_ms, wait_ms=wait_ms, cache_hit=tuple(answer.hit), backup=tuple(answer.backup),
-        fan_out_total=tuple(answer.fan_out),
-    )
-
-
 class LocalSsdProposer:
     name = "ssd-local"
+    wants_hidden = False
 
     def __init__(self, speculator: Speculator, sampling: RowSampling) -> None:
         self.speculator = speculator
@@ -49,10 +43,10 @@ class LocalSsdProposer:
         self.history.append(answer)
         self.speculator.build()
         draft_ms = (time.perf_counter() - start) * 1e3
-        return proposal_from(answer, draft_ms=draft_ms, wait_ms=draft_ms)
+        return proposal_from_answer(answer, draft_ms=draft_ms, wait_ms=draft_ms)
 
-    def observe(self, batch: DecodeBatch, num_accepted: list[int]) -> None:
-        self._last_accepted = list(num_accepted)
+    def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
+        self._last_accepted = verdict.num_accepted.tolist()
 
     def close(self) -> None:
         pass

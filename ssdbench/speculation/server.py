@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.speculation import mailbox as mb
+from ssdbench.speculation.codec import write_answer
 from ssdbench.speculation.fan_out import FanOut
-
-BACKUP_CODES = {None: 0, "jit": 1, "fast": 2}
 
 
 @dataclass(frozen=True)
@@ -136,10 +135,4 @@ def _answer_round(box: mb.Mailbox, speculator, build_ms: float, period_ms: float
     num_rows = int(box.ctrl[mb.NUM_ROWS])
     outcomes = [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
     answer = speculator.answer(outcomes, period_ms=period_ms)
-    box.tokens[:num_rows] = answer.tokens
-    meta = [[d, int(h), BACKUP_CODES[bk], f] for d, h, bk, f in zip(answer.depth, answer.hit, answer.backup, answer.fan_out)]
-    box.meta[:num_rows] = torch.tensor(meta, dtype=torch.int64)
-    if answer.q is not None:
-        box.q[:num_rows] = answer.q
-    box.ctrl[mb.HAS_Q] = int(answer.q is not None)
-    box.times[0], box.times[1] = build_ms + answer.backup_ms, answer.backup_ms
+    write_answer(box, answer, busy_ms=build_ms + answer.backup_ms)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ssdbench.sampling.params import RowSampling
-from ssdbench.decoding.ragged import forward_chunks, last_logits
+from ssdbench.decoding.draft_chain import draft_chain
 from ssdbench.speculation.backups import fast_proposal
 from ssdbench.speculation.cache import CachedProposal, SpeculationCache
 from ssdbench.speculation.costs import CostModel
@@ -196,23 +196,21 @@ class Speculator:
         dev = self.draft.device
         chunks = [row.history[row.main_valid :] if row.active else [row.history[-1]] for row in self.rows]
         starts = [len(row.history) - len(chunk) for row, chunk in zip(self.rows, chunks)]
-        base = torch.tensor([[row.pending_position] for row in self.rows], device=dev)  # [B, 1]
+        next_position = torch.tensor([row.pending_position + 1 for row in self.rows], device=dev)  # [B]
         fan = torch.tensor([self.fan_out.after_miss[j] for j in range(self.k)])  # [K]
-        out_tokens, out_q, out_logits = [], [], []
-        logits = last_logits(forward_chunks(self.draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
-        for j in range(self.k):
-            if j > 0:  # feed the token drawn last step
-                logits = self.draft.forward(out_tokens[-1].unsqueeze(1), base + j)[:, 0]  # [B, V]
-            out_logits.append(logits)
-            x, q = draw(logits, self.sampling, fan[j].expand(len(self.rows)), saguaro_c=self.saguaro_c,
+
+        def saguaro_draw(step: int, logits: torch.Tensor):
+            return draw(logits, self.sampling, fan[step].expand(len(self.rows)), saguaro_c=self.saguaro_c,
                         generator=self.generator, need_q=self.need_q)
-            out_tokens.append(x)
-            out_q.append(q)
-        tokens = torch.stack(out_tokens, dim=1).tolist()  # [B, K]
+
+        chain = draft_chain(self.draft, chunks, starts, next_position=next_position, steps=self.k, draw=saguaro_draw,
+                            keep_logits=True)
+        out_q = chain.q
+        tokens = chain.tokens.tolist()  # [B, K]
         for row, drafted in zip(self.rows, tokens):
             row.main_tokens = row.history + drafted[: self.k - 1]
         qs = torch.stack(out_q, dim=1) if self.need_q else None  # [B, K, V]
-        known = torch.stack(out_logits, dim=1)  # [B, K, V]: D_0..D_{K-1}, reused by the glue pass
+        known = chain.logits  # [B, K, V]: D_0..D_{K-1}, reused by the glue pass
         return [(tokens[b], None if qs is None else qs[b], known[b]) for b in missing]
 
     # ---- preparing the next round ------------------------------------------------------

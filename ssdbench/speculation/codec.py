@@ -1,0 +1,57 @@
+"""The one conversion of a speculator's `Answer`: into the mailbox (draft process), out of the
+mailbox (verifier), and straight into a `Proposal` (in-process). Each meta column is named once
+here, and so is each backup's code (docs/DESIGN.md §5.2).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ssdbench.decoding.protocols import Proposal
+from ssdbench.speculation import mailbox as mb
+from ssdbench.speculation.speculator import Answer
+
+BACKUP_CODES = {None: 0, "jit": 1, "fast": 2}  # how a missed row's proposal was made (None: a hit)
+BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
+META_COLUMNS = ("depth", "hit", "backup", "fan_out")  # the mailbox's meta [B, 4], in this order
+DEPTH, HIT, BACKUP, FAN_OUT = range(len(META_COLUMNS))
+BUSY_MS, BACKUP_MS = 0, 1  # the mailbox's times: draft busy since the last answer, backup work
+
+
+def ssd_extras(hit, backup, fan_out) -> dict[str, tuple]:
+    """ssd's per-row telemetry, under the steps table's column names."""
+    return {"cache_hit": tuple(bool(h) for h in hit), "backup": tuple(backup),
+            "fan_out_total": tuple(int(f) for f in fan_out)}
+
+
+def proposal_from_answer(answer: Answer, *, draft_ms: float, wait_ms: float) -> Proposal:
+    """In-process: the answer as the round loop's proposal."""
+    return Proposal(tokens=answer.tokens, q=answer.q, num_proposed=torch.tensor(answer.depth, dtype=torch.int64),
+                    draft_ms=draft_ms, wait_ms=wait_ms, extras=ssd_extras(answer.hit, answer.backup, answer.fan_out))
+
+
+def write_answer(box: mb.Mailbox, answer: Answer, *, busy_ms: float) -> None:
+    """Draft process: the answer into the mailbox's rows (read in place by `read_proposal`)."""
+    n = len(answer.depth)
+    box.tokens[:n] = answer.tokens
+    meta = torch.zeros(n, len(META_COLUMNS), dtype=torch.int64)  # [B, 4]
+    meta[:, DEPTH] = torch.tensor(answer.depth, dtype=torch.int64)
+    meta[:, HIT] = torch.tensor([int(h) for h in answer.hit], dtype=torch.int64)
+    meta[:, BACKUP] = torch.tensor([BACKUP_CODES[b] for b in answer.backup], dtype=torch.int64)
+    meta[:, FAN_OUT] = torch.tensor(answer.fan_out, dtype=torch.int64)
+    box.meta[:n] = meta
+    if answer.q is not None:
+        box.q[:n] = answer.q
+    box.ctrl[mb.HAS_Q] = int(answer.q is not None)
+    box.times[BUSY_MS], box.times[BACKUP_MS] = busy_ms, answer.backup_ms
+
+
+def read_proposal(box: mb.Mailbox, num_rows: int, *, wait_ms: float) -> Proposal:
+    """Verifier: the answer the draft process wrote, as the round loop's proposal."""
+    meta = box.meta[:num_rows].T.tolist()  # [4][B]
+    q = box.q[:num_rows] if int(box.ctrl[mb.HAS_Q]) else None  # read in place: not rewritten before the next request
+    return Proposal(
+        tokens=box.tokens[:num_rows].clone(), q=q, num_proposed=torch.tensor(meta[DEPTH], dtype=torch.int64),
+        draft_ms=float(box.times[BUSY_MS]), wait_ms=wait_ms,
+        extras=ssd_extras(meta[HIT], [BACKUP_NAMES[c] for c in meta[BACKUP]], meta[FAN_OUT]),
+    )

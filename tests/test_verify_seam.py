@@ -1,0 +1,75 @@
+"""The proposer seam: what the verify forward hands back (logits, hidden states on request) and
+the verdict `observe` receives, on the real round loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from decode_helpers import decode
+from tiny_models import native, tiny_llama_config, tiny_state_dict
+
+from ssdbench.decoding.draft_model import DraftModelProposer
+from ssdbench.decoding.ragged import forward_chunks
+from ssdbench.models.hf_engine import HfCausalLM
+from ssdbench.sampling.params import RowSampling, SamplingParams
+
+PROMPTS = [[3, 9, 27, 17, 40], [5, 11, 2]]
+
+
+class Watching(DraftModelProposer):
+    """sd's draft, recording what each round's observe was given."""
+
+    name = "watching"
+
+    def __init__(self, draft, *, wants_hidden: bool, k: int) -> None:
+        sampling = RowSampling.from_params([SamplingParams()] * len(PROMPTS))
+        super().__init__(draft, lookahead=k, sampling=sampling, generator=None)
+        self.wants_hidden = wants_hidden
+        self.seen = []
+
+    def observe(self, batch, verdict, output) -> None:
+        super().observe(batch, verdict, output)
+        self.seen.append((verdict.num_accepted.tolist(), output))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    config = tiny_llama_config()
+    return native(config, tiny_state_dict(config, seed=4)), native(config, tiny_state_dict(config, seed=5))
+
+
+@pytest.mark.parametrize("wants_hidden", [False, True])
+def test_observe_gets_the_verdict_and_the_targets_output(pair, wants_hidden):
+    target, draft = pair
+    proposer = Watching(draft, wants_hidden=wants_hidden, k=3)
+    batch, steps = decode(target, proposer, PROMPTS, max_new_tokens=12, k=3)
+    assert len(proposer.seen) == batch.round_idx
+    accepted_by_round = {}
+    for step in steps:
+        accepted_by_round.setdefault(step.round, {})[step.row] = step.accepted
+    for round_idx, (accepted, output) in enumerate(proposer.seen, start=1):
+        assert {row: accepted[row] for row in accepted_by_round[round_idx]} == accepted_by_round[round_idx]
+        assert output.logits.shape[:2] == (len(PROMPTS), 4)  # pending token + K proposals
+        if not wants_hidden:
+            assert output.hidden is None
+            continue
+        # the lm_head applied to the hidden states gives back the logits the verdict was drawn from
+        assert output.hidden.shape == (len(PROMPTS), 4, target.shape.hidden)
+        assert torch.allclose(target.lm_head(output.hidden).float(), output.logits, atol=1e-5)
+
+
+def test_hidden_states_mean_the_same_on_both_engines(tiny):
+    """Native and transformers' code hand back the same final-norm'd hidden states for the same tokens."""
+    from ssdbench.models.model_set import ModelSet, ModelSettings
+
+    models = ModelSet(ModelSettings(target=str(tiny), engines=("native", "hf")))
+    chunks = [PROMPTS[0], PROMPTS[1] + [0, 0]]
+    outputs = {}
+    for engine in ("native", "hf"):
+        model = models.target(engine)
+        model.allocate(2, 16)
+        outputs[engine] = forward_chunks(model, chunks, [0, 0], return_hidden=True)
+    assert isinstance(models.target("hf"), HfCausalLM)
+    (native_logits, native_hidden), (hf_logits, hf_hidden) = outputs["native"], outputs["hf"]
+    assert torch.allclose(native_hidden, hf_hidden.float(), atol=1e-4)
+    assert torch.allclose(native_logits, hf_logits, atol=1e-4)
