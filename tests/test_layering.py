@@ -37,3 +37,13 @@ def test_the_checker_sees_an_upward_import_and_a_cycle_even_inside_a_function(tm
     assert checker.upward_arrows(edges) == [("ssdbench.models.shape", "models", "ssdbench.run.plan", "run")]
     assert checker.cycles(edges) == [["ssdbench.models", "ssdbench.run"]]
     assert inside == 1
+
+
+def test_the_command_line_starts_without_torch():
+    """`ssdbench --help`, `ls` and a usage error should answer at once: torch loads only when a command needs it."""
+    import subprocess
+    import sys
+
+    code = "import sys, ssdbench.cli.main; print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

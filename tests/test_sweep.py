@@ -28,11 +28,12 @@ def sweep(target: Path, out: Path, *extra: str):
 
 
 def test_sweep_runs_every_point_once_and_loads_models_once(tiny_target, tmp_path, monkeypatch):
-    import ssdbench.models.llama as llama
+    import ssdbench.models.model_set as model_set
 
     built = []
-    original = llama.build_native_model
-    monkeypatch.setattr(llama, "build_native_model", lambda *a, **k: built.append(k.get("weights")) or original(*a, **k))
+    original = model_set.build_native_model
+    monkeypatch.setattr(model_set, "build_native_model",
+                        lambda *a, **k: built.append(k.get("weights")) or original(*a, **k))
     result = sweep(tiny_target, tmp_path / "sw")
     assert result.exit_code == 0, result.output
     index = json.loads((tmp_path / "sw" / "index.json").read_text())

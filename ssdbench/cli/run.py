@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -11,7 +13,9 @@ from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
-from ssdbench.run.plan import RunPlan, build_plan
+
+if TYPE_CHECKING:
+    from ssdbench.run.plan import RunPlan
 
 
 def run_command(*, format: str = "table", **values) -> None:
@@ -19,6 +23,8 @@ def run_command(*, format: str = "table", **values) -> None:
         raise UsageError(f"--format must be 'table' or 'json', got '{format}'")
     if values.get("num_prompts") is not None and values["num_prompts"] < 0:
         raise UsageError(f"--num-prompts must be >= 0, got {values['num_prompts']}")
+    from ssdbench.run.plan import build_plan  # here, not at the top: `ssdbench --help` stays free of torch
+
     plan = build_plan(opt.settings_from_values(values))
     with signals_interrupt():
         perform_run(plan, format=format)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ssdbench.methods.base import Method, MethodContext
+from ssdbench.methods.transformers_generate import TransformersBaseline, describe_common
+from ssdbench.models.int8 import int8_kernel_name
 
 ASSISTED_NOTE = ("the continuation starts without the prefill's cache (assisted generate from a given cache decodes "
                  "wrongly in transformers 5.x): the target re-reads the prompt and the assistant builds its KV cache "
@@ -10,16 +12,12 @@ ASSISTED_NOTE = ("the continuation starts without the prefill's cache (assisted 
 
 
 def _baseline(ctx: MethodContext):
-    from ssdbench.methods.transformers_generate import TransformersBaseline
-
     if not ctx.draft.has_model:
         return TransformersBaseline(ctx.models.hf_target(), ctx.decode, prompt_lookup_tokens=ctx.decode.k)
     return TransformersBaseline(ctx.models.hf_target(), ctx.decode, assistant=ctx.models.hf_draft())
 
 
 def _draft_description(ctx: MethodContext) -> str:
-    from ssdbench.models.int8 import int8_kernel_name
-
     if ctx.draft.int8:
         return ("copy of the target whose every nn.Linear (lm_head included) is the native self-int8 draft's "
                 f"weight-only int8 linear: same per-row int8 weights, kernel {int8_kernel_name(ctx.models.device)}")
@@ -29,8 +27,6 @@ def _draft_description(ctx: MethodContext) -> str:
 
 
 def _describe(ctx: MethodContext) -> dict:
-    from ssdbench.methods.transformers_generate import describe_common
-
     return {**describe_common(ctx.decode, ctx.baseline_placement), "draft": _draft_description(ctx),
             "lookahead": ctx.decode.k, "note": ASSISTED_NOTE}
 

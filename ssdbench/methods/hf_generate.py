@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from ssdbench.methods.base import Method, MethodContext
+from ssdbench.methods.transformers_generate import TransformersBaseline, describe_common
 
 
 def _baseline(ctx: MethodContext):
-    from ssdbench.methods.transformers_generate import TransformersBaseline
-
     return TransformersBaseline(ctx.models.hf_target(), ctx.decode)
 
 
 def _describe(ctx: MethodContext) -> dict:
-    from ssdbench.methods.transformers_generate import describe_common
-
     return {**describe_common(ctx.decode, ctx.baseline_placement), "draft": None}
 
 

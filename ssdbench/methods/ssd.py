@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from ssdbench.methods.base import Method, MethodContext, ProposerFactory
 from ssdbench.models.drafts import SELF_SKIP
+from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
 from ssdbench.speculation.server import DraftSpec
 
 
@@ -28,8 +29,6 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
 @contextlib.contextmanager
 def _proposers(ctx: MethodContext) -> Iterator[ProposerFactory]:
     """Owns the draft process for the whole variant; each batch gets a proposer talking to it."""
-    from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
-
     with DraftServer(draft_spec(ctx), num_rows=ctx.decode.batch_size, max_prompt=ctx.workload.longest_prompt,
                      vocab_size=ctx.models.vocab_size, with_q=ctx.decode.samples_anywhere,
                      round_timeout_s=ctx.ssd.round_timeout_s) as server:

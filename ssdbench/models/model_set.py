@@ -12,7 +12,19 @@ from functools import cached_property
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.models.drafts import NGRAM, SELF_INT8, SELF_SKIP, DraftChoice, parse_draft
+from ssdbench.kernels.probe import default_cache_path
+from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
+from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
+from ssdbench.models.llama import build_native_model
+from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
+from ssdbench.models.source import resolve_model
+from ssdbench.models.weights import (
+    check_same_vocabulary,
+    check_weights_match_config,
+    load_config,
+    load_state_dict,
+    load_tokenizer,
+)
 
 __all__ = ["NGRAM", "SELF_INT8", "ModelSet", "ModelSettings", "torch_dtype"]
 
@@ -55,16 +67,12 @@ class ModelSet:
 
     def calibrate_self_skip(self, prompts: list[list[int]], *, lookahead: int):
         """Choose self-skip:auto's layers on `prompts` with the native target (once per model set)."""
-        from ssdbench.models.self_skip import choose_skipped_layers
-
         if self.skip_choice is None:
             self.skip_choice = choose_skipped_layers(self.target("native"), prompts, lookahead=lookahead)
         return self.skip_choice
 
     @cached_property
     def target_source(self):
-        from ssdbench.models.source import resolve_model
-
         return resolve_model(self.config.target, allow_download=self.config.allow_download,
                              trust_remote_code=self.config.trust_remote_code)
 
@@ -72,21 +80,16 @@ class ModelSet:
     def draft_source(self):
         if self.config.draft.model_spec is None:
             return None
-        from ssdbench.models.source import resolve_model
 
         return resolve_model(self.config.draft.model_spec, allow_download=self.config.allow_download,
                              trust_remote_code=self.config.trust_remote_code)
 
     @cached_property
     def tokenizer(self):
-        from ssdbench.models.weights import load_tokenizer
-
         return load_tokenizer(self.target_source)
 
     @cached_property
     def target_hf_config(self):
-        from ssdbench.models.weights import load_config
-
         return load_config(self.target_source)
 
     @property
@@ -97,7 +100,6 @@ class ModelSet:
         """Target and draft must share a vocabulary; checked before any work starts."""
         if self.draft_source is None:
             return
-        from ssdbench.models.weights import check_same_vocabulary, load_config, load_tokenizer
 
         check_same_vocabulary(
             (self.target_hf_config, self.tokenizer), (load_config(self.draft_source), load_tokenizer(self.draft_source))
@@ -105,8 +107,6 @@ class ModelSet:
 
     def check_weights(self) -> None:
         """Tensor names and shapes (from the headers) match each config, before the native engine loads them."""
-        from ssdbench.models.weights import check_weights_match_config, load_config
-
         if "native" not in self.config.engines:
             return
         check_weights_match_config(self.target_source, self.target_hf_config)
@@ -129,7 +129,6 @@ class ModelSet:
         """The target's own layers minus the skipped ones (shared weights, a KV cache of its own)."""
         if engine != "native":
             raise UsageError("the self-skip draft runs on the native engine only")
-        from ssdbench.models.self_skip import skipping_view
 
         return skipping_view(self.target("native"), self.skip_layers)
 
@@ -139,8 +138,6 @@ class ModelSet:
 
     def hf_draft(self):
         if self.config.draft.int8:
-            from ssdbench.models.hf_engine import int8_weight_only_copy
-
             return self._get(("hf-model", "draft"), lambda: int8_weight_only_copy(self.hf_target()))
         return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
 
@@ -155,23 +152,16 @@ class ModelSet:
         return self._cache[key]
 
     def _load_hf(self, source):
-        from ssdbench.models.hf_engine import load_hf_model
-
         return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.device,
                              trust_remote_code=source.trust_remote_code)
 
     def _build(self, source, engine: str, *, int8: bool):
         if engine == "hf":
-            from ssdbench.models.hf_engine import HfCausalLM
-
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
-        from ssdbench.models.llama import build_native_model
-        from ssdbench.models.weights import load_config, load_state_dict
 
         dtype = torch_dtype(self.config.dtype)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
-        from ssdbench.kernels.probe import default_cache_path
 
         return build_native_model(
             load_config(source), state, device=self.device, dtype=dtype,

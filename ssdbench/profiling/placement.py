@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.errors import UsageError
+from ssdbench.profiling.devices import check_device
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,6 @@ class Placement:
 def parse_placement(spec: str, *, flag: str) -> Placement:
     kind, colon, rest = spec.partition(":")
     if kind == "cuda":
-        from ssdbench.profiling.devices import check_device
-
         check_device(spec, flag=flag)
         return Placement(spec, spec, None)
     if kind != "cpu":

@@ -19,6 +19,8 @@ from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.workload import WARMUP_TOKENS, Workload
 from ssdbench.methods.base import MethodContext, ProposerFactory
 from ssdbench.models.model_set import ModelSet
+from ssdbench.profiling.placement import pinned
+from ssdbench.projection.calibrate import calibrate
 from ssdbench.run.plan import RunPlan, Variant
 from ssdbench.run.schedule import schedule
 
@@ -40,8 +42,6 @@ def run_all(plan: RunPlan, models: ModelSet, workload: Workload, recorder: Recor
     the target's placement and thread count, so no method gets cores the others lack.
 
     Returns the cost calibration (projection.calibrate) taken on that placement afterwards."""
-    from ssdbench.profiling.placement import pinned
-
     by_key = {v.key: v for v in plan.variants}
     with contextlib.ExitStack() as stack:
         # draft processes start before the target pins itself, so they do not inherit the target's cores
@@ -60,8 +60,6 @@ def run_all(plan: RunPlan, models: ModelSet, workload: Workload, recorder: Recor
 
 def _calibrate(plan: RunPlan, models: ModelSet, workload: Workload) -> dict | None:
     """Forward costs for the prediction, at the run's mean mid-decode context (native engine only)."""
-    from ssdbench.projection.calibrate import calibrate
-
     if not plan.runs_round_loop_natively:
         return None
     mean_prompt = sum(len(t) for t in workload.token_ids) / workload.num_requests

@@ -10,13 +10,13 @@ import dataclasses
 
 from ssdbench.errors import UsageError
 from ssdbench.models import memory_plan as mp
+from ssdbench.models.shape import ModelShape
+from ssdbench.models.weights import load_config
 from ssdbench.run.plan import RunPlan
 
 
 def context_limit(models) -> int | None:
     """The fewest positions any model of the run was built for (max_position_embeddings)."""
-    from ssdbench.models.weights import load_config
-
     configs = [models.target_hf_config]
     if models.draft_source is not None:
         configs.append(load_config(models.draft_source))
@@ -95,9 +95,6 @@ def available_bytes(device: str) -> int | None:
 
 def model_shapes(plan: RunPlan, models):
     """(target shape, draft shape or None) from the configs alone; a draft made from the target has its shape."""
-    from ssdbench.models.shape import ModelShape
-    from ssdbench.models.weights import load_config
-
     target = ModelShape.from_hf_config(models.target_hf_config)
     if plan.draft.from_target:
         return target, target

@@ -17,16 +17,19 @@ import torch
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import DecodeSettings, Workload
 from ssdbench.errors import UsageError
-from ssdbench.methods.base import TRANSFORMERS, Method, MethodContext
+from ssdbench.methods.base import Method, MethodContext, TRANSFORMERS
 from ssdbench.methods.registry import get_method
 from ssdbench.models.drafts import DraftChoice, parse_draft
 from ssdbench.models.memory_plan import MAX_TREE_TOKENS
 from ssdbench.models.model_set import ModelSet, ModelSettings
 from ssdbench.profiling.devices import check_device
 from ssdbench.profiling.placement import Placement, check_disjoint, default_placements, parse_placement
+from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_fan_out
+from ssdbench.records.reader import load_run
 from ssdbench.run.settings import RunSettings
 from ssdbench.sampling.params import SamplingParams
 from ssdbench.speculation.fan_out import FanOut, build_fan_out
+from ssdbench.speculation.mailbox import check_store_order
 from ssdbench.speculation.policy import SsdPolicy
 
 DEFAULT_POWER_LAW_R = 0.5  # used when the fitted run has a single fan-out (r cannot be fitted)
@@ -131,7 +134,6 @@ def build_plan(settings: RunSettings) -> RunPlan:
     ssd = ssd_policy(settings) if any(m.own_process for m in methods) else None
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
-        from ssdbench.speculation.mailbox import check_store_order
 
         check_store_order()
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
@@ -195,8 +197,6 @@ def _fit_geometric(settings: RunSettings, *, budget: int) -> tuple[tuple[int, ..
     """Branches per accepted count, from acceptance a (and the miss power law r) fitted on --fit-from."""
     if settings.fit_from is None:
         raise UsageError("--fan-out geometric needs --fit-from RUN: a previous sd or ssd run to fit acceptance from")
-    from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_fan_out
-    from ssdbench.records.reader import load_run
 
     steps = load_run(settings.fit_from).steps
     steps = steps[steps["method"].isin(["sd", "ssd"])]

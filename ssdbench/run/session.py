@@ -13,10 +13,21 @@ import torch
 
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import Workload
+from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
+from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet
+from ssdbench.models.weights import weight_file_hashes
+from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
+from ssdbench.profiling.environment import capture_environment
+from ssdbench.profiling.nvml import GpuSampler
+from ssdbench.profiling.placement import pinned
+from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run
+from ssdbench.report.timeline import plot_timeline
 from ssdbench.run.execute import count_units, run_all
+from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts
 from ssdbench.run.plan import RunPlan
+from ssdbench.suites import describe_template, load_suite, render_prompt_ids
 
 
 @dataclass
@@ -28,8 +39,6 @@ class RunOutcome:
 
 def prepare_workload(plan: RunPlan, models: ModelSet):
     """Load the suite, pick its prompts, tokenise them once for every variant."""
-    from ssdbench.suites import describe_template, load_suite, render_prompt_ids
-
     request = plan.suite
     suite = load_suite(request.name, data_dir=request.data_dir)
     prompts = suite.prompts if not request.num_prompts else suite.prompts[: request.num_prompts]
@@ -53,8 +62,6 @@ def _eos_ids(models: ModelSet) -> frozenset[int]:
 
 
 def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict) -> dict:
-    from ssdbench.profiling.environment import capture_environment
-
     settings = plan.settings
     roles = {"target": {"spec": settings.target, "name": models.target_source.name,
                         "origin": models.target_source.origin, "placement": plan.target_placement.describe()}}
@@ -88,8 +95,6 @@ def _describe_order(order: str) -> dict:
 
 
 def model_hashes(models: ModelSet) -> dict:
-    from ssdbench.models.weights import weight_file_hashes
-
     hashes = {"target": weight_file_hashes(models.target_source)}
     if models.draft_source is not None:
         hashes["draft"] = weight_file_hashes(models.draft_source)
@@ -98,8 +103,6 @@ def model_hashes(models: ModelSet) -> dict:
 
 def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance) -> Recorder:
     """Decode every variant and write the records; the writer marks failures and interrupts."""
-    from ssdbench.profiling.nvml import GpuSampler
-
     if plan.threads:
         torch.set_num_threads(plan.threads)
     recorder = Recorder(run_id=writer.manifest["run_id"])
@@ -127,7 +130,6 @@ def _save_timeline(recorder: Recorder, path: Path) -> str:
     """timeline.png beside the records; a plotting problem is noted, never fatal to the run."""
     import pandas as pd
 
-    from ssdbench.report.timeline import plot_timeline
 
     try:
         plot_timeline(pd.DataFrame(recorder.steps), pd.DataFrame(recorder.events), path / "timeline.png")
@@ -147,10 +149,6 @@ def _gpu_roles(device: str) -> dict[int, str]:
 def validate(plan: RunPlan) -> None:
     """What the plan cannot check without files: the suite, the attention backend, the output directory.
     (Methods, draft, devices, cores and ssd's policy were checked when the plan was made.)"""
-    from ssdbench.kernels.registry import get_backend
-    from ssdbench.records.writer import refuse_inside_run
-    from ssdbench.suites import load_suite
-
     load_suite(plan.suite.name, data_dir=plan.suite.data_dir)
     get_backend(plan.models.attention)
     if plan.out is not None:
@@ -159,8 +157,6 @@ def validate(plan: RunPlan) -> None:
 
 def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
-    from ssdbench.run.limits import check_new_tokens, context_limit, fit_prompts
-
     models = ModelSet(plan.models)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
     limit = context_limit(models)
@@ -180,15 +176,11 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
 def _check_skip_layers(plan: RunPlan, models: ModelSet) -> None:
     """Given self-skip layers exist in the target (before anything is claimed or loaded)."""
     if plan.draft.kind == SELF_SKIP and plan.draft.skip_layers is not None:
-        from ssdbench.models.llama import check_skip_layers
-
         check_skip_layers(int(models.target_hf_config.num_hidden_layers), plan.draft.skip_layers)
 
 
 def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:
     """Context and memory of one run point, before anything is allocated; the plan, for the manifest."""
-    from ssdbench.run.limits import check_memory, context_limit, fit_prompts
-
     limit = context_limit(models)
     fit_prompts(plan, workload, limit, truncate=False)  # prompts already fitted
     return {"context_positions": limit, "memory_plan": check_memory(plan, models, workload)}
@@ -196,8 +188,6 @@ def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:
 
 def run_point(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict, advance) -> RunOutcome:
     """Claim the run directory, decode every variant, write the records (or mark the run failed)."""
-    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
-
     limits = check_limits(plan, models, workload)
     run_id = new_run_id()
     path = plan.out or default_run_dir(run_id=run_id)
@@ -209,9 +199,6 @@ def run_point(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: d
 
 def _measure_bandwidth(plan: RunPlan):
     """This machine's read bandwidth (a BandwidthReading), measured where the target runs, for the MBU column."""
-    from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
-    from ssdbench.profiling.placement import pinned
-
     try:
         with pinned(plan.pinned):
             return measure_steady_read_bandwidth(torch.device(plan.models.device).type)
