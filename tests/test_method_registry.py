@@ -45,3 +45,23 @@ def test_an_unknown_method_is_one_line_with_the_closest_name(tiny, tmp_path):
     result = runner.invoke(app, ["run", "--target", str(tiny), "--methods", "ar,sdd", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2
     assert "unknown value 'sdd'" in result.output and "did you mean" in result.output
+
+
+def test_placements_and_the_ssd_policy_are_resolved_once_per_run(tiny, tmp_path, monkeypatch):
+    """The run plan resolves them; nothing below it derives them again."""
+    import ssdbench.run.plan as plan
+
+    calls = {"placements": 0, "ssd_policy": 0}
+    for name in calls:
+        original = getattr(plan, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(plan, name, counted)
+    result = runner.invoke(app, ["run", "--target", str(tiny), "--suite", "smoke", "--num-prompts", "1",
+                                 "--max-new-tokens", "4", "--no-chat-template", "--methods", "ar,sd,ssd",
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert calls == {"placements": 1, "ssd_policy": 1}
