@@ -14,4 +14,5 @@ def fast_proposal(history: list[int], *, lookahead: int, vocab_size: int, genera
     guess = lookup_continuation(history, max_ngram=3, num_tokens=lookahead)
     if guess:
         return guess
-    return torch.randint(0, vocab_size, (lookahead,), generator=generator).tolist()
+    # drawn where the generator lives: a CUDA draft's generator cannot drive a CPU draw
+    return torch.randint(0, vocab_size, (lookahead,), generator=generator, device=generator.device).tolist()
