@@ -59,12 +59,14 @@ def _all_prompts(value: int | None) -> int | None:
 RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("target", "--target", "Target model: local HF folder, .gguf file, repo id or alias (llama-3.1-70b, "
               "qwen3-0.6b, ...). Default: the embedded SmolLM2-135M-Instruct.", str),
-    RunOption("draft", "--draft", "Draft: a model spec like --target, 'self-int8' (int8 copy of the target) or "
-              "'ngram' (prompt lookup, no model).", str),
+    RunOption("draft", "--draft", "Draft: a model spec like --target, 'self-int8' (int8 copy of the target), "
+              "'self-skip:auto' or 'self-skip:3,5,7' (the target with layers skipped) or 'ngram' (prompt lookup, no "
+              "model); `ssdbench ls` lists the kinds.", str),
     RunOption("suite", "--suite", "Prompt suite: smoke, humaneval, mtbench, gsm8k, alpaca, ultrafeedback, specbench, "
               "or a .jsonl path.", str),
-    RunOption("methods", "--methods", "Comma list of methods (`ssdbench ls` lists them): ar, sd, ssd, hf-generate, "
-              "hf-assisted.", str, listed=True, cli_default="ar,sd", to_setting=split_list),
+    RunOption("methods", "--methods", "Comma list of methods, e.g. ar,sd,ssd; `ssdbench ls` lists every registered "
+              "method (an unknown name is refused with the closest one).", str, listed=True, cli_default="ar,sd",
+              to_setting=split_list),
     RunOption("k", "--k", "Lookahead K: draft tokens proposed per round (at most 32).", int),
     RunOption("temperature", "--temperature", "Target temperature; 0 = greedy.", float, sweep_flags=("--temperatures",)),
     RunOption("draft_temperature", "--draft-temperature", "Draft sampling temperature (default: the target's). "
