@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ssdbench.speculation import mailbox as mb
-from ssdbench.speculation.codec import proposal_from_answer, read_proposal, write_answer
+from ssdbench.speculation.codec import proposal_from_answer, read_outcomes, read_proposal, write_answer, write_outcomes
 from ssdbench.speculation.speculator import Answer
 
 
@@ -25,3 +25,10 @@ def test_an_answer_reads_back_as_the_in_process_proposal(with_q):
                                            "fan_out_total": (6, 0, 3)}
     assert (read.draft_ms, read.wait_ms) == (local.draft_ms, local.wait_ms)
     assert (read.q is None) == (q is None) and (q is None or torch.equal(read.q, q))
+
+
+def test_outcomes_read_back_as_written():
+    box = mb.Mailbox.create(num_rows=3, max_prompt=5, lookahead=4, vocab_size=11, with_q=False)
+    outcomes = [(True, 2, 9), (False, 0, 4), (True, 4, 10)]
+    write_outcomes(box, outcomes)
+    assert read_outcomes(box, 3) == outcomes

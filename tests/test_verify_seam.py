@@ -26,6 +26,10 @@ class Watching(DraftModelProposer):
         super().__init__(draft, lookahead=k, sampling=sampling, generator=None)
         self.wants_hidden = wants_hidden
         self.seen = []
+        self.prefill_output = None
+
+    def observe_prefill(self, batch, output) -> None:
+        self.prefill_output = output
 
     def observe(self, batch, verdict, output) -> None:
         super().observe(batch, verdict, output)
@@ -73,3 +77,22 @@ def test_hidden_states_mean_the_same_on_both_engines(tiny):
     (native_logits, native_hidden), (hf_logits, hf_hidden) = outputs["native"], outputs["hf"]
     assert torch.allclose(native_hidden, hf_hidden.float(), atol=1e-4)
     assert torch.allclose(native_logits, hf_logits, atol=1e-4)
+
+
+def test_observe_prefill_gets_the_prompts_hidden_states_on_request(pair):
+    """An EAGLE-style draft starts from the target's states over the prompt: handed over after the prefill."""
+    target, draft = pair
+    proposer = Watching(draft, wants_hidden=True, k=2)
+    decode(target, proposer, PROMPTS, max_new_tokens=4, k=2)
+    output = proposer.prefill_output
+    width = max(len(p) for p in PROMPTS)
+    assert output.logits.shape[:2] == output.hidden.shape[:2] == (len(PROMPTS), width)
+    assert torch.allclose(target.lm_head(output.hidden).float(), output.logits, atol=1e-5)
+    fresh = native_copy_forward(target, PROMPTS[0])  # the first row, alone, from an empty cache
+    assert torch.allclose(output.hidden[0, : len(PROMPTS[0])], fresh, atol=1e-5)
+
+
+def native_copy_forward(model, prompt):
+    model.allocate(1, 32)
+    _, hidden = model.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None], return_hidden=True)
+    return hidden[0]  # [T, H]

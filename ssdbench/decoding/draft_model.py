@@ -33,6 +33,9 @@ class DraftModelProposer:
         forward_chunks(self.draft, prompts, [0] * batch.size)
         self._draft_len = [len(p) for p in prompts]
 
+    def observe_prefill(self, batch: DecodeBatch, output: VerifyOutput) -> None:
+        pass  # drafts from its own forwards; the target's prompt states are not needed
+
     def propose(self, batch: DecodeBatch) -> Proposal:
         chunks, starts = self._catch_up_chunks(batch)
         self._base_len = [row.target_len + 1 for row in batch.rows]  # tokens incl. the pending one

@@ -63,7 +63,9 @@ def decode_batch(
     start_ns = time.perf_counter_ns()
     if proposer is not None:  # first, so that a draft on its own device prefills while the target does
         proposer.prefill(batch)
-    _prefill(target, batch, sampling, generator)
+    prompt_output = _prefill(target, batch, sampling, generator, hidden=getattr(proposer, "wants_hidden", False))
+    if proposer is not None:
+        proposer.observe_prefill(batch, prompt_output)
     first_token_ns = time.perf_counter_ns()
     row_end_ns = [first_token_ns if row.is_finished else 0 for row in batch.rows]
     steps: list[StepRecord] = []
@@ -78,10 +80,13 @@ def decode_batch(
     return BatchTiming(start_ns, first_token_ns, row_end_ns), steps
 
 
-def _prefill(target: CausalModel, batch: DecodeBatch, sampling: RowSampling, generator) -> None:
-    """Forward every prompt and draw each row's first token from the target."""
+def _prefill(target: CausalModel, batch: DecodeBatch, sampling: RowSampling, generator, *,
+             hidden: bool) -> VerifyOutput:
+    """Forward every prompt and draw each row's first token from the target; returns the prompts' output."""
     prompts = [row.prompt_ids for row in batch.rows]
-    logits = forward_chunks(target, prompts, [0] * batch.size)  # [B, T, V]
+    output = VerifyOutput(*forward_chunks(target, prompts, [0] * batch.size, return_hidden=True)) if hidden else \
+        VerifyOutput(forward_chunks(target, prompts, [0] * batch.size))
+    logits = output.logits  # [B, T, V]
     final = last_logits(logits, [len(p) for p in prompts]).unsqueeze(1)  # [B, 1, V]
     if sampling.all_greedy:
         first = final[:, 0].argmax(dim=-1)  # [B]
@@ -89,6 +94,7 @@ def _prefill(target: CausalModel, batch: DecodeBatch, sampling: RowSampling, gen
         first = sample_from(logits_to_probs(final, sampling)[:, 0], generator)  # [B]
     for row, token in zip(batch.rows, first.tolist()):
         row.commit([token], round_idx=0)
+    return output
 
 
 def _run_round(

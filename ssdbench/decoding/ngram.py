@@ -35,6 +35,9 @@ class NgramProposer:
     def prefill(self, batch: DecodeBatch) -> None:
         pass
 
+    def observe_prefill(self, batch: DecodeBatch, output: VerifyOutput) -> None:
+        pass  # drafts from its own forwards; the target's prompt states are not needed
+
     def propose(self, batch: DecodeBatch) -> Proposal:
         rows = [
             [] if row.is_finished else lookup_continuation(row.tokens, max_ngram=self.max_ngram, num_tokens=self.lookahead)

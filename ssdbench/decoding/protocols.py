@@ -67,6 +67,10 @@ class Proposer(Protocol):
 
     def prefill(self, batch: "DecodeBatch") -> None: ...  # noqa: F821
 
+    def observe_prefill(self, batch: "DecodeBatch", output: VerifyOutput) -> None:  # noqa: F821
+        """After the target's prefill: its output over the prompts ([B, T] right-padded; hidden states on request)."""
+        ...
+
     def propose(self, batch: "DecodeBatch") -> Proposal: ...  # noqa: F821
 
     def observe(self, batch: "DecodeBatch", verdict: Verdict, output: VerifyOutput) -> None:  # noqa: F821

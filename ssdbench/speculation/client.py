@@ -14,7 +14,7 @@ from ssdbench.errors import DraftServerError
 from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
 from ssdbench.speculation import mailbox as mb
-from ssdbench.speculation.codec import read_proposal
+from ssdbench.speculation.codec import read_proposal, write_outcomes
 from ssdbench.speculation.local import outcomes_of
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 from ssdbench.speculation.server import DraftSpec, serve
@@ -110,12 +110,15 @@ class RemoteSsdProposer:
         self.server.post(mb.KIND_BATCH)
         self._last_accepted = [0] * n
 
+    def observe_prefill(self, batch: DecodeBatch, output: VerifyOutput) -> None:
+        pass  # drafts from its own forwards; the target's prompt states are not needed
+
     def propose(self, batch: DecodeBatch) -> Proposal:
         start = time.perf_counter()
         if self.server.pending:  # the prefill acknowledgement, the first round only
             self.server.wait()
         box, n = self.server.box, batch.size
-        box.outcomes[:n] = torch.tensor([[int(a), k, t] for a, k, t in outcomes_of(batch, self._last_accepted)])
+        write_outcomes(box, outcomes_of(batch, self._last_accepted))
         self.server.post(mb.KIND_ROUND)
         self.server.wait()
         return read_proposal(box, n, wait_ms=(time.perf_counter() - start) * 1e3)

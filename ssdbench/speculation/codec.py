@@ -1,6 +1,7 @@
-"""The one conversion of a speculator's `Answer`: into the mailbox (draft process), out of the
-mailbox (verifier), and straight into a `Proposal` (in-process). Each meta column is named once
-here, and so is each backup's code (docs/DESIGN.md §5.2).
+"""The one conversion of what crosses the ssd channel: last round's outcomes (verifier -> draft
+process) and the speculator's `Answer` (into the mailbox, out of it, or straight into a
+`Proposal` in-process). Each column is named once here, and so is each backup's code
+(docs/DESIGN.md §5.2).
 """
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ BACKUP_NAMES = {code: name for name, code in BACKUP_CODES.items()}
 META_COLUMNS = ("depth", "hit", "backup", "fan_out")  # the mailbox's meta [B, 4], in this order
 DEPTH, HIT, BACKUP, FAN_OUT = range(len(META_COLUMNS))
 BUSY_MS, BACKUP_MS = 0, 1  # the mailbox's times: draft busy since the last answer, backup work
+OUTCOME_COLUMNS = ("active", "accepted", "bonus")  # the mailbox's outcomes [B, 3], in this order
+
+Outcome = tuple[bool, int, int]  # (row still active, drafts accepted last round, the pending bonus token)
+
+
+def write_outcomes(box: mb.Mailbox, outcomes: list[Outcome]) -> None:
+    """Verifier: last round's outcome per row, for the draft process to answer from."""
+    box.outcomes[: len(outcomes)] = torch.tensor([[int(a), k, t] for a, k, t in outcomes], dtype=torch.int64)
+
+
+def read_outcomes(box: mb.Mailbox, num_rows: int) -> list[Outcome]:
+    """Draft process: the outcomes the verifier wrote."""
+    return [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
 
 
 def ssd_extras(hit, backup, fan_out) -> dict[str, tuple]:

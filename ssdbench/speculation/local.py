@@ -37,6 +37,9 @@ class LocalSsdProposer:
         self.speculator.build()
         self._last_accepted = [0] * batch.size
 
+    def observe_prefill(self, batch: DecodeBatch, output: VerifyOutput) -> None:
+        pass  # drafts from its own forwards; the target's prompt states are not needed
+
     def propose(self, batch: DecodeBatch) -> Proposal:
         start = time.perf_counter()
         answer = self.speculator.answer(outcomes_of(batch, self._last_accepted))

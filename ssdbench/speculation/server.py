@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.speculation import mailbox as mb
-from ssdbench.speculation.codec import write_answer
+from ssdbench.speculation.codec import read_outcomes, write_answer
 from ssdbench.speculation.fan_out import FanOut
 
 
@@ -133,6 +133,5 @@ def _start_batch(box: mb.Mailbox, speculator) -> None:
 
 def _answer_round(box: mb.Mailbox, speculator, build_ms: float, period_ms: float | None) -> None:
     num_rows = int(box.ctrl[mb.NUM_ROWS])
-    outcomes = [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
-    answer = speculator.answer(outcomes, period_ms=period_ms)
+    answer = speculator.answer(read_outcomes(box, num_rows), period_ms=period_ms)
     write_answer(box, answer, busy_ms=build_ms + answer.backup_ms)
