@@ -129,7 +129,8 @@ Format = Annotated[str, typer.Option("--format", help="table or json.")]
 
 def _typer_option(option: RunOption, *, for_sweep: bool) -> typer.models.OptionInfo:
     flags = (option.flag, *option.sweep_flags) if for_sweep else (option.flag,)
-    return typer.Option(*flags, help=option.help, envvar=option.envvar)
+    text = f"{option.help} A comma list makes it an axis of the sweep." if for_sweep and sweepable(option) else option.help
+    return typer.Option(*flags, help=text, envvar=option.envvar)
 
 
 def run_parameter(option: RunOption) -> inspect.Parameter:
