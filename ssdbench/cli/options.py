@@ -120,6 +120,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "glue/tree/backup and waits.", bool, sweep_default=False),
     RunOption("round_timeout_s", "--round-timeout-s", "ssd: fail the run when the draft process, still alive, has not "
               "answered a round within this many seconds (hung).", float),
+    RunOption("random_weights", "--random-weights", "Build --target (and a --draft alias) at its published shape "
+              "(llama-3.1-70b, llama-3.1-8b, llama-3.2-1b, qwen3-32b, qwen3-0.6b, smollm2-135m) with random weights: "
+              "times real shapes with no checkpoint; outputs are not any real model's. Native engine only.", bool),
     RunOption("trust_remote_code", "--trust-remote-code", "Allow a model folder's own Python code (config.json "
               "auto_map) to run; off by default, recorded in the manifest.", bool),
 )

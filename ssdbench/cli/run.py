@@ -94,6 +94,9 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     if manifest.get("kernels"):
         used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}" for role, k in manifest["kernels"].items())
         console.print(f"kernels (probed here): {used}")
+    if plan.models.random_weights:
+        console.print("[bold yellow]random weights[/]: published shapes with random weights (--random-weights); the "
+                      "timings are the shapes', the outputs and acceptance are no real model's.")
     _print_self_skip(manifest, console)
     _print_model_check(path, console)
     console.print(f"Records: {path}")

@@ -18,11 +18,13 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
     source = models.target_source if draft.from_target else models.draft_source
     settings = models.config
     return DraftSpec(
-        model_path=str(source.path), int8=draft.int8, dtype=settings.dtype, device=place.device, cores=place.cores,
+        model_path=str(source.path or ""), int8=draft.int8, dtype=settings.dtype, device=place.device, cores=place.cores,
         attention=settings.attention, linear_kernel=settings.linear_kernel, lookahead=ctx.decode.k,
         fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup, saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed,
         trust_remote_code=settings.trust_remote_code,
         skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
+        random_shape=source.name if settings.random_weights else None,
+        random_seed=source.seed if settings.random_weights else 0,
     )
 
 

@@ -15,7 +15,9 @@ from ssdbench.errors import UsageError
 from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
-from ssdbench.models.llama import build_native_model
+from ssdbench.models.llama import build_native_model, build_random_model
+from ssdbench.models.random_weights import TOKENIZER_MODEL, random_source
+from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
 from ssdbench.models.source import resolve_model
 from ssdbench.models.weights import (
@@ -24,6 +26,7 @@ from ssdbench.models.weights import (
     load_config,
     load_state_dict,
     load_tokenizer,
+    weight_file_hashes,
 )
 
 __all__ = ["NGRAM", "SELF_INT8", "ModelSet", "ModelSettings", "torch_dtype"]
@@ -46,6 +49,8 @@ class ModelSettings:
     engines: tuple[str, ...] = ("native",)
     allow_download: bool = False
     trust_remote_code: bool = False
+    random_weights: bool = False  # published shapes, random weights (random_weights.py)
+    seed: int = 0  # of the random weights
 
 
 @dataclass
@@ -73,6 +78,8 @@ class ModelSet:
 
     @cached_property
     def target_source(self):
+        if self.config.random_weights:
+            return random_source(self.config.target, seed=self.config.seed, flag="--target")
         return resolve_model(self.config.target, allow_download=self.config.allow_download,
                              trust_remote_code=self.config.trust_remote_code)
 
@@ -80,24 +87,78 @@ class ModelSet:
     def draft_source(self):
         if self.config.draft.model_spec is None:
             return None
-
+        if self.config.random_weights:
+            return random_source(self.config.draft.model_spec, seed=self.config.seed + 1, flag="--draft")
         return resolve_model(self.config.draft.model_spec, allow_download=self.config.allow_download,
                              trust_remote_code=self.config.trust_remote_code)
 
     @cached_property
     def tokenizer(self):
+        if self.config.random_weights:
+            return load_tokenizer(resolve_model(TOKENIZER_MODEL))
         return load_tokenizer(self.target_source)
 
     @cached_property
     def target_hf_config(self):
         return load_config(self.target_source)
 
+    @cached_property
+    def target_shape(self) -> ModelShape:
+        if self.config.random_weights:
+            return self.target_source.shape
+        return ModelShape.from_hf_config(self.target_hf_config)
+
+    @cached_property
+    def draft_shape(self) -> ModelShape | None:
+        """The draft model's shape: the target's for drafts made from it, None without a model."""
+        if not self.config.draft.has_model:
+            return None
+        if self.config.draft.from_target:
+            return self.target_shape
+        if self.config.random_weights:
+            return self.draft_source.shape
+        return ModelShape.from_hf_config(load_config(self.draft_source))
+
+    @property
+    def context_limits(self) -> list[int]:
+        """max_position_embeddings of every model the run builds (those that declare one)."""
+        if self.config.random_weights:
+            return [s.max_position for s in (self.target_shape, self.draft_shape) if s is not None]
+        configs = [self.target_hf_config] + ([load_config(self.draft_source)] if self.draft_source else [])
+        return [int(p) for c in configs if (p := getattr(c, "max_position_embeddings", None))]
+
+    @property
+    def num_layers(self) -> int:
+        return self.target_shape.num_layers if self.config.random_weights else \
+            int(self.target_hf_config.num_hidden_layers)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """The target's end-of-sequence ids (none for random weights: they decode to the token limit)."""
+        if self.config.random_weights:
+            return frozenset()
+        eos = self.target_hf_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return frozenset(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+
     @property
     def vocab_size(self) -> int:
+        if self.config.random_weights:
+            return self.target_shape.vocab
         return int(self.target_hf_config.vocab_size)
+
+    def weight_hashes(self) -> dict:
+        """SHA-256 of each model's weight files, for the manifest (random weights: how they were drawn)."""
+        roles = {"target": self.target_source, "draft": self.draft_source}
+        return {role: source.origin if self.config.random_weights else weight_file_hashes(source)
+                for role, source in roles.items() if source is not None}
 
     def check_vocabularies(self) -> None:
         """Target and draft must share a vocabulary; checked before any work starts."""
+        if self.config.random_weights:
+            self._check_random_vocabularies()
+            return
         if self.draft_source is None:
             return
 
@@ -105,9 +166,20 @@ class ModelSet:
             (self.target_hf_config, self.tokenizer), (load_config(self.draft_source), load_tokenizer(self.draft_source))
         )
 
+    def _check_random_vocabularies(self) -> None:
+        """The embedded tokenizer's ids must fit the shapes, and target and draft shapes share a vocabulary."""
+        tokens = len(self.tokenizer)
+        for role, shape in (("target", self.target_shape), ("draft", self.draft_shape)):
+            if shape is not None and shape.vocab < tokens:
+                raise UsageError(f"--random-weights: the {role} shape's vocabulary ({shape.vocab}) is smaller than "
+                                 f"the prompts' tokenizer's ({tokens})")
+        if self.draft_shape is not None and self.draft_shape.vocab != self.target_shape.vocab:
+            raise UsageError(f"--random-weights: target and draft shapes have different vocabularies "
+                             f"({self.target_shape.vocab} vs {self.draft_shape.vocab})")
+
     def check_weights(self) -> None:
         """Tensor names and shapes (from the headers) match each config, before the native engine loads them."""
-        if "native" not in self.config.engines:
+        if "native" not in self.config.engines or self.config.random_weights:
             return
         check_weights_match_config(self.target_source, self.target_hf_config)
         if self.draft_source is not None:
@@ -161,6 +233,10 @@ class ModelSet:
             return HfCausalLM(model)
 
         dtype = torch_dtype(self.config.dtype)
+        if self.config.random_weights:
+            return build_random_model(source.shape, seed=source.seed, device=self.device, dtype=dtype,
+                                      backend=self.config.attention, weights="int8" if int8 else "fp32",
+                                      linear_kernel=self.config.linear_kernel)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
 
         return build_native_model(

@@ -10,17 +10,12 @@ import dataclasses
 
 from ssdbench.errors import UsageError
 from ssdbench.models import memory_plan as mp
-from ssdbench.models.shape import ModelShape
-from ssdbench.models.weights import load_config
 from ssdbench.run.plan import RunPlan
 
 
 def context_limit(models) -> int | None:
     """The fewest positions any model of the run was built for (max_position_embeddings)."""
-    configs = [models.target_hf_config]
-    if models.draft_source is not None:
-        configs.append(load_config(models.draft_source))
-    limits = [int(p) for c in configs if (p := getattr(c, "max_position_embeddings", None))]
+    limits = models.context_limits
     return min(limits) if limits else None
 
 
@@ -95,12 +90,7 @@ def available_bytes(device: str) -> int | None:
 
 def model_shapes(plan: RunPlan, models):
     """(target shape, draft shape or None) from the configs alone; a draft made from the target has its shape."""
-    target = ModelShape.from_hf_config(models.target_hf_config)
-    if plan.draft.from_target:
-        return target, target
-    if models.draft_source is None:
-        return target, None
-    return target, ModelShape.from_hf_config(load_config(models.draft_source))
+    return models.target_shape, models.draft_shape
 
 
 def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> list[mp.RoleNeed]:

@@ -122,6 +122,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
     methods = tuple(get_method(name) for name in settings.methods)
     draft = parse_draft(settings.draft)
     _check_methods(methods, draft, settings.engines)
+    if settings.random_weights:
+        _check_random_weights(methods, settings.engines)
     own_process = any(m.own_process for m in methods)
     target_place, draft_place = placements(settings, own_process=own_process)
     decode = DecodeSettings(
@@ -138,7 +140,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
         check_store_order()
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
-                           allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code)
+                           allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
+                           random_weights=settings.random_weights, seed=settings.seed)
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
     return RunPlan(settings=settings, methods=methods, variants=_variants(methods, settings.engines), decode=decode,
@@ -160,6 +163,16 @@ def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tup
         if not method.is_baseline and not set(method.engines) & set(engines):
             raise UsageError(f"{method.name} runs on the {' or '.join(method.engines)} engine only (tree attention); "
                              f"add --engine {method.engines[0]}")
+
+
+def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...]) -> None:
+    """Random weights are built by the native engine only: no transformers model exists to run."""
+    if set(engines) != {"native"}:
+        raise UsageError("--random-weights builds native models only; use --engine native")
+    baselines = [m.name for m in methods if m.is_baseline]
+    if baselines:
+        raise UsageError(f"--random-weights builds native models only: {', '.join(baselines)} runs transformers' "
+                         "own model; drop it from --methods")
 
 
 def _variants(methods: tuple[Method, ...], engines: tuple[str, ...]) -> tuple[Variant, ...]:

@@ -17,7 +17,6 @@ from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet
-from ssdbench.models.weights import weight_file_hashes
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
 from ssdbench.profiling.environment import capture_environment
 from ssdbench.profiling.nvml import GpuSampler
@@ -45,20 +44,13 @@ def prepare_workload(plan: RunPlan, models: ModelSet):
     tokenizer = models.tokenizer
     ids = tuple(tuple(render_prompt_ids(tokenizer, p, use_chat_template=request.chat_template)) for p in prompts)
     workload = Workload(
-        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=_eos_ids(models)
+        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=models.eos_ids
     )
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
             "text_fields": suite.text_fields(len(prompts)),
             "chat_template": describe_template(tokenizer, request.chat_template)}
     return workload, info
-
-
-def _eos_ids(models: ModelSet) -> frozenset[int]:
-    eos = models.target_hf_config.eos_token_id
-    if eos is None:
-        eos = models.tokenizer.eos_token_id
-    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
 
 
 def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict) -> dict:
@@ -94,13 +86,6 @@ def _describe_order(order: str) -> dict:
     return {"order": order, "meaning": what}
 
 
-def model_hashes(models: ModelSet) -> dict:
-    hashes = {"target": weight_file_hashes(models.target_source)}
-    if models.draft_source is not None:
-        hashes["draft"] = weight_file_hashes(models.draft_source)
-    return hashes
-
-
 def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance) -> Recorder:
     """Decode every variant and write the records; the writer marks failures and interrupts."""
     if plan.threads:
@@ -114,7 +99,7 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
     telemetry = sampler.unavailable_reason or "sampled"
     if not sampler.rows and torch.device(device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {device}"
-    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes(models), "num_units": count_units(plan, workload),
+    extra = {"gpu_telemetry": telemetry, "model_hashes": models.weight_hashes(), "num_units": count_units(plan, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
@@ -176,7 +161,7 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
 def _check_skip_layers(plan: RunPlan, models: ModelSet) -> None:
     """Given self-skip layers exist in the target (before anything is claimed or loaded)."""
     if plan.draft.kind == SELF_SKIP and plan.draft.skip_layers is not None:
-        check_skip_layers(int(models.target_hf_config.num_hidden_layers), plan.draft.skip_layers)
+        check_skip_layers(models.num_layers, plan.draft.skip_layers)
 
 
 def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:

@@ -64,6 +64,7 @@ class RunSettings:
     timeline: bool = True  # ssd: draw a few rounds of target and draft on a time line
     round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S  # ssd: a draft alive but silent this long fails the run
     trust_remote_code: bool = False  # let transformers run Python shipped in a model folder
+    random_weights: bool = False  # published shapes (--target/--draft aliases) with random weights, for timing
 
     def __post_init__(self) -> None:
         _check_finite(self)

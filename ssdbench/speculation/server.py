@@ -40,6 +40,8 @@ class DraftSpec:
     seed: int
     trust_remote_code: bool = False
     skip_layers: tuple[int, ...] = ()  # the self-skip draft: the target's layers left out
+    random_shape: str | None = None  # --random-weights: build this published shape with random weights instead
+    random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -64,26 +66,39 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
 
 
 def _build_speculator(spec: DraftSpec):
-    from ssdbench.kernels.probe import default_cache_path
-    from ssdbench.models.llama import build_native_model
-    from ssdbench.models.model_set import torch_dtype
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_config, load_state_dict
     from ssdbench.profiling.placement import Placement, pin_current_process
     from ssdbench.speculation.speculator import Speculator
 
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
-    source = resolve_model(spec.model_path, trust_remote_code=spec.trust_remote_code)
-    draft = build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
-                               dtype=torch_dtype(spec.dtype), backend=spec.attention,
-                               weights="int8" if spec.int8 else "fp32", linear_kernel=spec.linear_kernel,
-                               kernel_cache=default_cache_path(), skip_layers=spec.skip_layers)
+    draft = _build_draft(spec)
     draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
     draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
     generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
     return Speculator(draft, lookahead=spec.lookahead, fan_out=spec.fan_out, backup=spec.backup,
                       saguaro_c=spec.saguaro_c, generator=generator)
+
+
+def _build_draft(spec: DraftSpec):
+    """The draft's native model: from its checkpoint, or (--random-weights) its published shape's random weights,
+    drawn exactly as the target's process draws them."""
+    from ssdbench.kernels.probe import default_cache_path
+    from ssdbench.models.llama import build_native_model, build_random_model
+    from ssdbench.models.model_set import torch_dtype
+    from ssdbench.models.random_weights import random_source
+    from ssdbench.models.source import resolve_model
+    from ssdbench.models.weights import load_config, load_state_dict
+
+    weights, dtype = "int8" if spec.int8 else "fp32", torch_dtype(spec.dtype)
+    if spec.random_shape is not None:
+        source = random_source(spec.random_shape, seed=spec.random_seed, flag="--draft")
+        return build_random_model(source.shape, seed=source.seed, device=spec.device, dtype=dtype,
+                                  backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
+                                  skip_layers=spec.skip_layers)
+    source = resolve_model(spec.model_path, trust_remote_code=spec.trust_remote_code)
+    return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
+                              dtype=dtype, backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
+                              kernel_cache=default_cache_path(), skip_layers=spec.skip_layers)
 
 
 def _record_to(box: mb.Mailbox):
