@@ -161,7 +161,6 @@ class ModelSet:
             return
         if self.draft_source is None:
             return
-
         check_same_vocabulary(
             (self.target_hf_config, self.tokenizer), (load_config(self.draft_source), load_tokenizer(self.draft_source))
         )
@@ -201,7 +200,6 @@ class ModelSet:
         """The target's own layers minus the skipped ones (shared weights, a KV cache of its own)."""
         if engine != "native":
             raise UsageError("the self-skip draft runs on the native engine only")
-
         return skipping_view(self.target("native"), self.skip_layers)
 
     def hf_target(self):
@@ -231,14 +229,12 @@ class ModelSet:
         if engine == "hf":
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
-
         dtype = torch_dtype(self.config.dtype)
         if self.config.random_weights:
             return build_random_model(source.shape, seed=source.seed, device=self.device, dtype=dtype,
                                       backend=self.config.attention, weights="int8" if int8 else "fp32",
                                       linear_kernel=self.config.linear_kernel)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
-
         return build_native_model(
             load_config(source), state, device=self.device, dtype=dtype,
             backend=self.config.attention, weights="int8" if int8 else "fp32",

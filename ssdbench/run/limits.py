@@ -88,11 +88,6 @@ def available_bytes(device: str) -> int | None:
     return None
 
 
-def model_shapes(plan: RunPlan, models):
-    """(target shape, draft shape or None) from the configs alone; a draft made from the target has its shape."""
-    return models.target_shape, models.draft_shape
-
-
 def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> list[mp.RoleNeed]:
     """What each model of the run holds, from the shapes alone (nothing is loaded)."""
     decode = plan.decode
@@ -129,7 +124,7 @@ def check_memory(plan: RunPlan, models, workload, *, available=available_bytes) 
     """Refuse a run whose planned memory exceeds what is available; returns the plan for the manifest."""
     prompt_tokens = max(len(t) for t in workload.token_ids)
     try:
-        shapes = model_shapes(plan, models)
+        shapes = models.target_shape, models.draft_shape
     except UsageError as err:  # an architecture only transformers' engine runs: its shape is not read here
         if "native" in plan.models.engines:
             raise

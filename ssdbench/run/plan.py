@@ -133,10 +133,9 @@ def build_plan(settings: RunSettings) -> RunPlan:
         draft=SamplingParams(temperature=settings.temperature if settings.draft_temperature is None
                              else settings.draft_temperature, top_p=settings.top_p),
     )
-    ssd = ssd_policy(settings) if any(m.own_process for m in methods) else None
+    ssd = ssd_policy(settings) if own_process else None  # ssd is the method with a draft process of its own
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
-
         check_store_order()
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
