@@ -2,6 +2,10 @@
 
 - `matmul`: the weight stored transposed and contiguous, w_t [in, out], applied as
   `x @ w_t` (faster than F.linear for a 1-row input on the CPUs measured). Any device.
+- `gemv`: CPU, float32 only; gemv.c compiled for this CPU on first use: each weight row is
+  streamed once per call as a dot product, which for one row reaches far more of the read
+  bandwidth than either library kernel (a decode step is memory-bound). Absent when there is
+  no C compiler.
 - `onednn`: CPU only; the weight pre-packed once by oneDNN. MKL's sgemm repacks the weight
   on every call with 2-16 rows, so there a K+1-token verify costs 1.5-2.5x a 1-token step;
   packed, it costs about the same as one token. Each row's result is also independent of
@@ -20,9 +24,10 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
+from ssdbench.kernels.gemv import GemvLinear, gemv_unavailable_reason
 
-LINEAR_KERNELS = ("auto", "onednn", "matmul")
-DENSE_CANDIDATES = ("onednn", "matmul")  # probe order: a near-tie goes to the earlier one
+LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")
+DENSE_CANDIDATES = ("onednn", "gemv", "matmul")  # probe order: a near-tie goes to the earlier one
 ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
 
 
@@ -62,7 +67,7 @@ class OnednnLinear(MatmulLinear):
         return self._op(x, self.packed, self.bias, "none", [], "")
 
 
-KERNEL_CLASSES = {"matmul": MatmulLinear, "onednn": OnednnLinear}
+KERNEL_CLASSES = {"matmul": MatmulLinear, "onednn": OnednnLinear, "gemv": GemvLinear}
 
 
 class RowSplitLinear:
@@ -139,7 +144,8 @@ def _factory(name: str, device, dtype: torch.dtype):
 
 
 def _check(name: str, device, dtype: torch.dtype) -> probe.KernelTrial:
-    if name == "onednn" and (reason := onednn_unavailable_reason(device, dtype)) is not None:
+    unavailable = {"onednn": onednn_unavailable_reason, "gemv": gemv_unavailable_reason}.get(name)
+    if unavailable is not None and (reason := unavailable(device, dtype)) is not None:
         return probe.KernelTrial(name, works=False, reason=reason)
     return probe.check_kernel(name, _factory(name, device, dtype), device=device, dtype=dtype)
 

@@ -8,8 +8,9 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
-from ssdbench.kernels.linear import (MatmulLinear, OnednnLinear, RowSplitLinear, onednn_unavailable_reason,
-                                    select_dense_kernel)
+from ssdbench.kernels.gemv import gemv_unavailable_reason
+from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
+                                    onednn_unavailable_reason, select_dense_kernel)
 from ssdbench.models.llama import build_native_model
 from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 
@@ -75,10 +76,12 @@ def test_auto_picks_a_working_kernel_for_every_dtype_on_this_cpu(dtype):
 
 
 def test_forcing_each_dense_path_off():
-    assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=frozenset({"onednn"})).name == "matmul"
-    no_matmul = frozenset({"matmul"})
+    only = lambda kept: frozenset(DENSE_CANDIDATES) - {kept}  # noqa: E731
+    assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=only("matmul")).name == "matmul"
     if onednn_unavailable_reason("cpu", torch.float32) is None:
-        assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=no_matmul).name == "onednn"
+        assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=only("onednn")).name == "onednn"
+    if gemv_unavailable_reason("cpu", torch.float32) is None:
+        assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, disabled=only("gemv")).name == "gemv"
     with pytest.raises(RuntimeError, match="no dense linear kernel works"):
         select_dense_kernel("auto", "cpu", torch.float16, shapes=SHAPES, disabled=frozenset({"matmul"}))
 
@@ -105,11 +108,12 @@ def test_a_choice_is_cached_per_machine(tmp_path):
     assert len(json.loads(path.read_text())) == 2 and other_shapes.trials
 
 
-@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"onednn"}), frozenset({"matmul"})])
+@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"onednn"}), frozenset({"matmul"}),
+                                      frozenset({"gemv"}), frozenset({"onednn", "matmul"})])
 def test_models_built_with_a_path_forced_off_match_transformers_and_say_what_they_run(disabled):
+    if "gemv" not in disabled and (reason := gemv_unavailable_reason("cpu", torch.float32)) and len(disabled) == 2:
+        pytest.skip(f"gemv is the only path left and cannot run here: {reason}")
     hf = tiny_hf_model("llama")
-    if "matmul" in disabled and onednn_unavailable_reason("cpu", torch.float32) is not None:
-        pytest.skip("this torch has no oneDNN: matmul is the only dense path")
     tokens = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(3))  # [B, T]
     assert_native_matches_hf(hf, tokens, chunk=4, disabled_kernels=disabled)
     model = native_of(hf, disabled_kernels=disabled)
@@ -137,3 +141,10 @@ def test_bf16_model_runs_on_this_cpu_whatever_its_instruction_set():
     model.allocate(1, 16)
     logits = model.forward(chain(6), chain(6))
     assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
+
+
+def test_the_run_settings_accept_exactly_the_dense_kernels_there_are():
+    from ssdbench.kernels.linear import LINEAR_KERNELS
+    from ssdbench.run import settings
+
+    assert settings.LINEAR_KERNELS == LINEAR_KERNELS

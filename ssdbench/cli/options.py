@@ -93,7 +93,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "prompts.", str, listed=True, cli_default="native", to_setting=split_list),
     RunOption("attention", "--attention", "Attention backend of the native engine: sdpa (reference) or flash.", str),
     RunOption("linear_kernel", "--linear-kernel", "Dense projection kernel of the native engine: auto (probe what "
-              "runs and is fastest here, per row count), onednn or matmul.", str),
+              "runs and is fastest here, per row count), onednn, gemv (float32, built for this CPU) or matmul.", str),
     RunOption("threads", "--threads", "torch CPU threads (default: torch's choice).", int, optional=True),
     RunOption("data_dir", "--data-dir", "Folder holding file-backed suites (gsm8k/, spec_bench/, alpaca/, "
               "ultrafeedback/).", Path, optional=True, envvar="SSDBENCH_DATA_DIR"),

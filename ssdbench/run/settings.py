@@ -21,7 +21,7 @@ DEFAULT_DRAFT = SELF_INT8
 TRUNCATE_SIDES = ("none", "left")
 ORDERS = ("interleaved", "grouped")
 BACKUPS = ("jit", "fast", "auto")
-LINEAR_KERNELS = ("auto", "onednn", "matmul")
+LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")  # as kernels/linear.py (tests check)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,126 @@
+"""The `gemv` dense kernel: gemv.c, compiled on first use for this CPU and called through ctypes.
+
+Nothing here assumes the compiler or a CPU feature: `gemv_unavailable_reason` says why the
+kernel cannot be tried (no C compiler, a failed build, a GPU device, a dtype other than
+float32), and the probe then keeps the other candidates. The build is cached per source,
+compiler flags and CPU (`$XDG_CACHE_HOME/ssdbench/kernels/`), written atomically, so a second
+process (ssd's draft) loads what the first built. The library is loaded only after torch so
+its OpenMP regions share torch's thread pool instead of starting a second one that would
+spin against it on the same cores.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+from ssdbench.machine_cache import cache_file
+from ssdbench.profiling.environment import cpu_model
+
+SOURCE = Path(__file__).with_name("gemv.c")
+CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+BUILD_TIMEOUT_S = 120
+
+
+class GemvLinear:
+    """y = x . w[o] per output, the weight [out, in] kept as given: CPU, float32, any row count."""
+
+    name = "gemv"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
+        if (reason := gemv_unavailable_reason(device, dtype)) is not None:
+            raise RuntimeError(f"gemv kernel unavailable: {reason}")
+        self._fn = _library().ssdbench_gemv_f32
+        self.w = weight.to(device="cpu", dtype=torch.float32).contiguous()  # [out, in]
+        self.bias = None if bias is None else bias.to(dtype=torch.float32).contiguous()  # [out]
+        self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
+        self.out_features, self.in_features = self.w.shape
+        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * 4
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        if x.shape[-1] != self.in_features or x.dtype != torch.float32:
+            raise ValueError(f"gemv: a {x.dtype} input of {x.shape[-1]} features for a float32 weight of "
+                             f"{self.in_features}")
+        x = x.contiguous()
+        rows = x.numel() // self.in_features
+        y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
+        self._fn(x.data_ptr(), self.w.data_ptr(), self._bias_ptr, y.data_ptr(), rows, self.in_features,
+                 self.out_features, torch.get_num_threads())
+        return y
+
+    def nbytes(self) -> int:
+        return self.num_bytes
+
+
+def gemv_unavailable_reason(device, dtype: torch.dtype) -> str | None:
+    """Why the gemv kernel cannot be tried here (None: it can)."""
+    if torch.device(device).type != "cpu":
+        return f"needs a CPU, not {device}"
+    if dtype != torch.float32:
+        return f"takes float32 only, not {str(dtype).removeprefix('torch.')}"
+    return _load()[1]
+
+
+def _library() -> ctypes.CDLL:
+    lib, reason = _load()
+    if lib is None:
+        raise OSError(reason)
+    return lib
+
+
+@functools.cache
+def _load() -> tuple[ctypes.CDLL | None, str | None]:
+    """The compiled kernel, built once per machine, or why it cannot be (one line); tried once per process."""
+    try:
+        lib = ctypes.CDLL(str(_built_library()))
+    except OSError as err:
+        return None, str(err).strip().splitlines()[0]
+    fn = lib.ssdbench_gemv_f32
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+    fn.restype = None
+    return lib, None
+
+
+def _built_library() -> Path:
+    compiler = os.environ.get("CC") or "cc"
+    if shutil.which(compiler) is None:
+        raise OSError(f"no C compiler ({compiler!r} not found; set CC to one)")
+    target = cache_file("kernels") / f"gemv-{_build_key(compiler)}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        done = subprocess.run([compiler, *CFLAGS, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True,
+                              timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise OSError(f"building gemv.c failed: {err}") from err
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
+        tmp.unlink(missing_ok=True)
+        raise OSError(f"building gemv.c with {compiler} failed: {first}")
+    os.replace(tmp, target)
+    return target
+
+
+def _build_key(compiler: str) -> str:
+    """Source, flags, compiler and CPU: a build made for another processor is never loaded here."""
+    what = "|".join((SOURCE.read_text(encoding="utf-8"), " ".join(CFLAGS), compiler, cpu_model(), _cpu_flags()))
+    return hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith(("flags", "Features")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
