@@ -76,3 +76,37 @@ def test_largest_fitting_finds_the_boundary():
     assert mp.largest_fitting(lambda n: n <= 777, 10**8) == 777
     assert mp.largest_fitting(lambda n: n <= 777, 500) == 500
     assert mp.largest_fitting(lambda n: False, 10**8) == 0
+
+
+def test_llama_70b_in_bf16_does_not_fit_one_80gb_gpu_and_fits_four_with_room_for_its_kv_cache():
+    from ssdbench.models import memory_plan as mp
+    from ssdbench.models.shape import known_shape
+
+    shape, gpu = known_shape("llama-3.1-70b"), 80 * 10**9
+    lengths = mp.Lengths(batch_size=1, prompt_tokens=512, max_new_tokens=512, k=0)
+    one = mp.tensor_parallel_needs(shape, lengths, devices=["cuda:0"], itemsize=2)
+    assert mp.shortfall(one, lambda device: gpu) is not None  # ~141 GB of weights alone
+    four = mp.tensor_parallel_needs(shape, lengths, devices=[f"cuda:{i}" for i in range(4)], itemsize=2)
+    assert mp.shortfall(four, lambda device: gpu) is None
+    assert len(four) == 4 and {n.device for n in four} == {"cuda:0", "cuda:1", "cuda:2", "cuda:3"}
+    rank = four[0]
+    assert 0.25 * one[0].weights < rank.weights < 0.28 * one[0].weights  # a quarter, plus embedding and lm_head whole
+    assert 0.25 * one[0].kv_cache < rank.kv_cache < 0.26 * one[0].kv_cache  # 8 KV heads, 2 per rank (RoPE tables whole)
+    room = gpu - rank.total  # what is left per GPU holds a KV cache of ~100k more tokens at batch 1
+    per_token = mp.kv_cache_bytes(shape.tensor_parallel_shard(4), batch_size=1, num_slots=1, itemsize=2)
+    assert room / per_token > 100_000
+
+
+def test_a_tp_run_plans_one_need_per_rank(tmp_path):
+    from ssdbench.models.shape import known_shape
+    from ssdbench.run.limits import role_needs
+    from ssdbench.run.plan import build_plan
+    from ssdbench.run.settings import RunSettings
+
+    plan = build_plan(RunSettings(target="llama-3.2-1b", random_weights=True, tp=2, methods=("ar", "sd")))
+    shape = known_shape("llama-3.2-1b")
+    needs = role_needs(plan, (shape, shape), prompt_tokens=32, num_requests=1)
+    assert [n.role for n in needs] == ["target rank 0", "target rank 1", "draft"]
+    whole = role_needs(build_plan(RunSettings(target="llama-3.2-1b", random_weights=True, methods=("ar", "sd"))),
+                       (shape, shape), prompt_tokens=32, num_requests=1)[0]
+    assert 0.49 * whole.kv_cache < needs[0].kv_cache < 0.51 * whole.kv_cache  # half the KV heads (RoPE tables whole)

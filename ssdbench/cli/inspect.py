@@ -150,15 +150,34 @@ def _available_mib(device) -> float | None:
     return None if free is None else free / 2**20
 
 
-def _memory_mib(config, dtype, *, weight_itemsize: float | None = None) -> tuple[float, float]:
-    """(weights, KV cache for one sequence of CONTEXT_TOKENS) in MiB for a model config."""
+def _memory_mib(config, dtype, *, weight_itemsize: float | None = None, tp: int = 1) -> tuple[float, float]:
+    """(weights, KV cache for one sequence of CONTEXT_TOKENS) in MiB for a model config (one rank's of `tp`)."""
     from ssdbench.models.shape import ModelShape
 
-    shape = ModelShape.from_hf_config(config)
+    shape = ModelShape.from_hf_config(config).tensor_parallel_shard(tp)
     itemsize = dtype.itemsize
     weights = shape.num_params() * (weight_itemsize or itemsize)
     kv = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize * CONTEXT_TOKENS
     return weights / 2**20, kv / 2**20
+
+
+def _check_tensor_parallel_memory(config, dtype: str, device: str, tp: int) -> None:
+    """Each of the target's `tp` ranks fits its device (one line naming the first that does not)."""
+    from ssdbench.models import memory_plan as mp
+    from ssdbench.models.shape import ModelShape
+    from ssdbench.run.limits import available_bytes, tensor_parallel_devices
+
+    ranks = tensor_parallel_devices(str(device), tp)
+    for rank in ranks[1:]:
+        check_device(rank, flag=f"--tp {tp} (its rank on {rank})")
+    lengths = mp.Lengths(batch_size=1, prompt_tokens=CONTEXT_TOKENS, max_new_tokens=0, k=0)
+    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
+    needs = mp.tensor_parallel_needs(ModelShape.from_hf_config(config), lengths, devices=ranks, itemsize=itemsize)
+    short = mp.shortfall(needs, available_bytes)
+    if short is not None:
+        where, needed, free = short
+        raise UsageError(f"not enough memory on {where} for the target split over {tp} ranks: about "
+                         f"{mp.mib(needed)} needed, {mp.mib(free)} available")
 
 
 def _resolve_pair(target: str, draft: str, *, trust_remote_code: bool):
@@ -182,7 +201,7 @@ def _resolve_pair(target: str, draft: str, *, trust_remote_code: bool):
 @reports_errors
 def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEFAULT_DRAFT,
                      device: opt.Device = "cpu", dtype: opt.Dtype = "float32",
-                     trust_remote_code: opt.TrustRemoteCode = False) -> None:
+                     trust_remote_code: opt.TrustRemoteCode = False, tp: opt.TensorParallel = 1) -> None:
     """Resolve target and draft, check vocabularies and memory; runs nothing."""
     from rich.console import Console
 
@@ -194,13 +213,15 @@ def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEF
     dev = check_device(device)
     target_source, draft_source, draft_text = _resolve_pair(target, draft, trust_remote_code=trust_remote_code)
     config = load_config(target_source)
-    weights, kv = _memory_mib(config, torch_dtype(dtype))
+    if tp != 1:
+        _check_tensor_parallel_memory(config, dtype, device, tp)
+    weights, kv = _memory_mib(config, torch_dtype(dtype), tp=tp)
     draft_weights, draft_kv = (0.0, 0.0)
     if draft_source is not None:
         draft_weights, draft_kv = _memory_mib(load_config(draft_source), torch_dtype(dtype))
     elif draft == SELF_INT8:
         draft_weights, draft_kv = _memory_mib(config, torch_dtype(dtype), weight_itemsize=1)
-    needed, available = weights + kv + draft_weights + draft_kv, _available_mib(dev)
+    needed, available = weights + kv + draft_weights + draft_kv, _available_mib(dev)  # the first GPU: rank 0 + draft
     if available is not None and needed > available:
         raise UsageError(f"not enough memory on {dev}: about {needed:,.0f} MiB needed, {available:,.0f} MiB available")
     vocabulary = "shared by target and draft" if draft_source else "the target's (no separate draft model)"
@@ -208,8 +229,8 @@ def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEF
     console.print(f"target: {target_source.name} ({target_source.kind}: {target_source.path})")
     console.print(f"draft: {draft_text}")
     console.print(f"vocabulary: {vocabulary}, {config.vocab_size} tokens")
-    console.print(f"device: {dev} · dtype {dtype}")
-    console.print(f"memory: target {weights:,.1f} MiB + KV {kv:,.1f} MiB, draft {draft_weights:,.1f} MiB + KV "
+    console.print(f"device: {dev} · dtype {dtype}" + (f" · target split over {tp} ranks (--tp)" if tp > 1 else ""))
+    console.print(f"memory: target{' rank 0' if tp > 1 else ''} {weights:,.1f} MiB + KV {kv:,.1f} MiB, draft {draft_weights:,.1f} MiB + KV "
                   f"{draft_kv:,.1f} MiB (1 sequence × {CONTEXT_TOKENS} tokens) ≈ {needed:,.1f} MiB needed; "
                   f"{'unknown' if available is None else f'{available:,.0f} MiB'} available")
     console.print("[green]ok[/]: the pair resolves, its weight files are whole and match config.json, it shares a "

@@ -94,6 +94,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("attention", "--attention", "Attention backend of the native engine: sdpa (reference) or flash.", str),
     RunOption("linear_kernel", "--linear-kernel", "Dense projection kernel of the native engine: auto (probe what "
               "runs and is fastest here, per row count), onednn, gemv (float32, built for this CPU) or matmul.", str),
+    RunOption("tp", "--tp", "Tensor-parallel ranks for the target: ssdbench starts tp-1 more processes itself "
+              "(gloo on CPU; NCCL on tp consecutive GPUs from the target's); tp must divide the target's "
+              "heads, KV heads and MLP size. Native engine, float32 or bfloat16 weights.", int),
     RunOption("threads", "--threads", "torch CPU threads (default: torch's choice).", int, optional=True),
     RunOption("data_dir", "--data-dir", "Folder holding file-backed suites (gsm8k/, spec_bench/, alpaca/, "
               "ultrafeedback/).", Path, optional=True, envvar="SSDBENCH_DATA_DIR"),
@@ -207,3 +210,4 @@ def alias(field: str):
 
 Target, Draft, Device, Dtype = alias("target"), alias("draft"), alias("device"), alias("dtype")
 TrustRemoteCode, DataDir = alias("trust_remote_code"), alias("data_dir")
+TensorParallel = alias("tp")

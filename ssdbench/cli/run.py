@@ -43,10 +43,13 @@ def perform_run(plan: RunPlan, *, format: str = "table") -> None:
     console = Console(stderr=format == "json")
     session.validate(plan)
     models, workload, suite_info = session.prepare(plan)
-    with progress_bar(console) as progress:
-        task = progress.add_task("decoding", total=execute.count_units(plan, workload))
-        outcome = session.run_point(plan, models, workload, suite_info,
-                                    lambda label, n: progress.update(task, advance=n, description=label))
+    try:
+        with progress_bar(console) as progress:
+            task = progress.add_task("decoding", total=execute.count_units(plan, workload))
+            outcome = session.run_point(plan, models, workload, suite_info,
+                                        lambda label, n: progress.update(task, advance=n, description=label))
+    finally:
+        models.close()  # a tensor-parallel target's other ranks
     report_run(plan, outcome.path, outcome.recorder, console, format)
 
 

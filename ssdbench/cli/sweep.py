@@ -106,20 +106,23 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
     write_index(sweep_dir, base, points, statuses)
     todo = [(p, plan) for p, plan in zip(points, plans) if statuses[p.name] != "complete"]
-    with progress_bar(console) as progress:
-        task = progress.add_task("sweep", total=sum(execute.count_units(plan, workload) for _, plan in todo))
-        for point, plan in todo:
-            if statuses[point.name] != "absent":
-                set_aside(sweep_dir / point.name)
-            statuses[point.name] = "running"
-            write_index(sweep_dir, base, points, statuses)
-            try:
-                session.run_point(plan, models, workload, suite_info,
-                                  lambda label, n, name=point.name: progress.update(task, advance=n,
-                                                                                    description=f"{name} {label}"))
-            finally:  # interrupted or failed: the index says so too, as the point's own manifest does
-                statuses[point.name] = point_status(sweep_dir / point.name)
+    try:
+        with progress_bar(console) as progress:
+            task = progress.add_task("sweep", total=sum(execute.count_units(plan, workload) for _, plan in todo))
+            for point, plan in todo:
+                if statuses[point.name] != "absent":
+                    set_aside(sweep_dir / point.name)
+                statuses[point.name] = "running"
                 write_index(sweep_dir, base, points, statuses)
+                try:
+                    session.run_point(plan, models, workload, suite_info,
+                                      lambda label, n, name=point.name: progress.update(task, advance=n,
+                                                                                        description=f"{name} {label}"))
+                finally:  # interrupted or failed: the index says so too, as the point's own manifest does
+                    statuses[point.name] = point_status(sweep_dir / point.name)
+                    write_index(sweep_dir, base, points, statuses)
+    finally:
+        models.close()  # a tensor-parallel target's other ranks
     frames = []
     for point in points:
         run = load_run(sweep_dir / point.name)

@@ -208,7 +208,7 @@ def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="c
     residual stream passes them unchanged; their weights are not read and get no KV cache.
     """
     shape = ModelShape.from_hf_config(config)
-    return _build(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
+    return build_from_lookup(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
                   linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache, skip=skip_layers)
 
 
@@ -216,10 +216,17 @@ def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
                        std: float = 0.02, disabled_kernels: frozenset[str] = frozenset(),
                        skip_layers: tuple[int, ...] = ()) -> NativeCausalLM:
-    """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint.
+    """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
+    return build_from_lookup(shape, random_weights_lookup(shape, seed=seed, device=device, std=std), device=device,
+                             dtype=dtype, backend=backend, weights=weights, linear_kernel=linear_kernel,
+                             disabled=disabled_kernels, cache=None, skip=skip_layers)
+
+
+def random_weights_lookup(shape: ModelShape, *, seed: int, device="cpu", std: float = 0.02):
+    """name -> the random tensor of that name (Hugging Face shape), or None for a name the shape lacks.
 
     Each tensor is drawn from a generator seeded by (seed, its name), not from one stream, so
-    a model with `skip_layers` has exactly the full model's weights in the layers it keeps.
+    a model with `skip_layers`, or a tensor-parallel shard, has exactly the full model's weights.
     """
     expected = hf_param_shapes(shape)
 
@@ -231,8 +238,7 @@ def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=
         generator = torch.Generator(device=device).manual_seed(_tensor_seed(seed, name))
         return torch.randn(expected[name], generator=generator, device=device).mul_(std)  # HF shape
 
-    return _build(shape, random_tensor, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=None, skip=skip_layers)
+    return random_tensor
 
 
 def _tensor_seed(seed: int, name: str) -> int:
@@ -261,9 +267,11 @@ def kept_layers(num_layers: int, skip_layers: tuple[int, ...]) -> list[int]:
     return [i for i in range(num_layers) if i not in skipped]
 
 
-def _build(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype, backend: str,
-           weights: str, linear_kernel: str, disabled: frozenset[str], cache: Path | None,
-           skip: tuple[int, ...] = ()) -> NativeCausalLM:
+def build_from_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype,
+                      backend: str, weights: str, linear_kernel: str, disabled: frozenset[str] = frozenset(),
+                      cache: Path | None = None, skip: tuple[int, ...] = ()) -> NativeCausalLM:
+    """A native model of `shape` whose tensors `lookup(name)` gives in Hugging Face naming and shape
+    (None: absent; a bias absent is zero). The builders above and tensor_parallel.py's shards use it."""
     if weights not in WEIGHT_FORMATS:
         raise UsageError(f"unknown weight format {weights!r}: known: {', '.join(WEIGHT_FORMATS)}")
     skip = check_skip_layers(shape.num_layers, skip)

@@ -51,6 +51,8 @@ class ModelSettings:
     trust_remote_code: bool = False
     random_weights: bool = False  # published shapes, random weights (random_weights.py)
     seed: int = 0  # of the random weights
+    tp: int = 1  # tensor-parallel ranks of the native target (tensor_parallel.py)
+    threads: int | None = None  # torch threads of the run (split between CPU ranks)
 
 
 @dataclass
@@ -230,6 +232,8 @@ class ModelSet:
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
         dtype = torch_dtype(self.config.dtype)
+        if self.config.tp > 1 and source is self.target_source and not int8:
+            return self._tensor_parallel_target()
         if self.config.random_weights:
             return build_random_model(source.shape, seed=source.seed, device=self.device, dtype=dtype,
                                       backend=self.config.attention, weights="int8" if int8 else "fp32",
@@ -240,6 +244,27 @@ class ModelSet:
             backend=self.config.attention, weights="int8" if int8 else "fp32",
             linear_kernel=self.config.linear_kernel, kernel_cache=default_cache_path(),
         )
+
+    def _tensor_parallel_target(self):
+        """The target split over `tp` ranks, rank 0 here; the others started now (tensor_parallel.py)."""
+        from ssdbench.models.tensor_parallel import ShardRecipe, check_tp, cpu_threads_per_rank, launch
+
+        check_tp(self.target_shape, self.config.tp)
+        random = self.config.random_weights
+        cpu = torch.device(self.device).type == "cpu"
+        recipe = ShardRecipe(
+            model_path=None if random else str(self.target_source.path),
+            random_shape=self.target_source.name if random else None, random_seed=self.config.seed,
+            trust_remote_code=self.config.trust_remote_code, dtype=self.config.dtype,
+            attention=self.config.attention, linear_kernel=self.config.linear_kernel, device=self.device,
+            threads=cpu_threads_per_rank(self.config.threads, self.config.tp) if cpu else None)
+        return launch(recipe, self.config.tp)
+
+    def close(self) -> None:
+        """Stop what the models hold outside this process (a tensor-parallel target's ranks)."""
+        for model in self._cache.values():
+            if hasattr(model, "close"):
+                model.close()
 
     def kernels_used(self) -> dict:
         """Per built native model ("target", "draft"): the kernels it actually runs."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -104,6 +104,18 @@ class ModelShape:
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim  # [D/2]
         inv_freq = 1.0 / (self.rope_theta**exponents)  # [D/2]
         return self.rope_scaling.apply(inv_freq) if self.rope_scaling else inv_freq
+
+    def tensor_parallel_shard(self, tp: int) -> "ModelShape":
+        """What one of `tp` tensor-parallel ranks runs: 1/tp of the heads, KV heads and MLP columns
+        (embedding, norms and lm_head whole); a one-line UsageError unless tp divides them."""
+        if tp < 1:
+            raise UsageError(f"--tp must be at least 1, not {tp}")
+        for what, n in (("attention heads", self.num_heads), ("KV heads", self.num_kv_heads),
+                        ("MLP intermediate size", self.intermediate)):
+            if n % tp:
+                raise UsageError(f"--tp {tp} does not divide the target's {n} {what}")
+        return replace(self, num_heads=self.num_heads // tp, num_kv_heads=self.num_kv_heads // tp,
+                       intermediate=self.intermediate // tp)
 
     def num_params(self) -> int:
         """Parameters of the checkpoint (a tied embedding counted once)."""

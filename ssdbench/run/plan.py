@@ -19,7 +19,7 @@ from ssdbench.decoding.workload import DecodeSettings, Workload
 from ssdbench.errors import UsageError
 from ssdbench.methods.base import Method, MethodContext, TRANSFORMERS
 from ssdbench.methods.registry import get_method
-from ssdbench.models.drafts import DraftChoice, parse_draft
+from ssdbench.models.drafts import SELF_SKIP, DraftChoice, parse_draft
 from ssdbench.models.memory_plan import MAX_TREE_TOKENS
 from ssdbench.models.model_set import ModelSet, ModelSettings
 from ssdbench.profiling.devices import check_device
@@ -126,6 +126,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
         _check_random_weights(methods, settings.engines)
     own_process = any(m.own_process for m in methods)
     target_place, draft_place = placements(settings, own_process=own_process)
+    if settings.tp > 1:
+        _check_tensor_parallel(methods, draft, settings.engines, device=target_place.device, tp=settings.tp)
     decode = DecodeSettings(
         k=settings.k, max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
         repeats=settings.repeats, seed=settings.seed, ignore_eos=settings.ignore_eos,
@@ -140,7 +142,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
-                           random_weights=settings.random_weights, seed=settings.seed)
+                           random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
+                           threads=settings.threads)
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
     return RunPlan(settings=settings, methods=methods, variants=_variants(methods, settings.engines), decode=decode,
@@ -172,6 +175,24 @@ def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...])
     if baselines:
         raise UsageError(f"--random-weights builds native models only: {', '.join(baselines)} runs transformers' "
                          "own model; drop it from --methods")
+
+
+def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engines: tuple[str, ...], *,
+                           device: str, tp: int) -> None:
+    """A tensor-parallel target is a native model split over processes: nothing may need it whole;
+    on CUDA its ranks take `tp` consecutive GPUs from the target's."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        check_device(f"cuda:{(dev.index or 0) + tp - 1}", flag=f"--tp {tp} (its last rank)")
+    if set(engines) != {"native"}:
+        raise UsageError("--tp splits the native engine's target; use --engine native")
+    baselines = [m.name for m in methods if m.is_baseline]
+    if baselines:
+        raise UsageError(f"--tp splits the native target: {', '.join(baselines)} runs transformers' own model; "
+                         "drop it from --methods")
+    if draft.kind == SELF_SKIP:
+        raise UsageError("--tp: the self-skip draft shares the target's layers, which are split over ranks; "
+                         "use another --draft")
 
 
 def _variants(methods: tuple[Method, ...], engines: tuple[str, ...]) -> tuple[Variant, ...]:

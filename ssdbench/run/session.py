@@ -17,6 +17,7 @@ from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet
+from ssdbench.models.tensor_parallel import check_tp
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
 from ssdbench.profiling.environment import capture_environment
 from ssdbench.profiling.nvml import GpuSampler
@@ -149,6 +150,8 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     models.check_vocabularies()
     models.check_weights()
     _check_skip_layers(plan, models)
+    if plan.models.tp > 1:
+        check_tp(models.target_shape, plan.models.tp)  # before anything is claimed or started
     workload, suite_info = prepare_workload(plan, models)
     workload, truncation = fit_prompts(plan, workload, limit)
     if truncation:

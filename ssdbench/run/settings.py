@@ -47,6 +47,7 @@ class RunSettings:
     attention: str = "sdpa"
     linear_kernel: str = "auto"  # the native engine's dense kernel; "auto" probes (kernels/probe.py)
     threads: int | None = None
+    tp: int = 1  # tensor-parallel ranks of the target (models/tensor_parallel.py)
     chat_template: bool = True
     data_dir: Path | None = None
     out: Path | None = None
@@ -79,6 +80,7 @@ class RunSettings:
             _check_positive("--num-prompts", self.num_prompts)
         if self.threads is not None:
             _check_positive("--threads", self.threads)
+        _check_positive("--tp", self.tp)
         if self.temperature < 0:
             raise UsageError(f"--temperature must be >= 0, got {self.temperature}")
         if self.draft_temperature is not None and self.draft_temperature < 0:

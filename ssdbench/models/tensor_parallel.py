@@ -1,0 +1,302 @@
+"""A tensor-parallel target: the native model split over `tp` processes that ssdbench starts itself.
+
+Megatron-style split of each decoder layer (docs/DESIGN.md §4.4):
+- q/k/v and gate/up are split by output (column-parallel): rank r holds heads
+  [r H/tp, (r+1) H/tp), KV heads likewise, and intermediate columns [r I/tp, (r+1) I/tp);
+  attention and the SiLU gate then need nothing from other ranks.
+- o and down are split by input (row-parallel): each rank's product is a partial sum,
+  added up by one all-reduce per projection, so every rank holds the full residual stream.
+- the embedding, norms and lm_head are replicated: every rank computes the same logits,
+  rank 0 returns them (the lm_head is a small share of a large model's weights).
+
+Rank 0 lives in the run's own process and is what the decoding code holds: a
+`TensorParallelModel` with the model interface (`allocate`, `forward`, `copy_slots`). Each
+call is first broadcast to ranks 1..tp-1 over a gloo control group, then all ranks run it.
+Ranks 1..tp-1 are spawned processes (`_rank_main`) that build their shard from a picklable
+`ShardRecipe`, the same checkpoint or random-weight recipe as rank 0. The compute group is
+gloo on CPU and NCCL on CUDA; ranks meet at a TCP address, so nothing here needs them to
+share a host, though `launch` starts them all on this one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import multiprocessing
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from ssdbench.errors import UsageError
+from ssdbench.models.shape import ModelShape
+
+STOP = "stop"
+START_TIMEOUT_S = 600  # building a large shard from a checkpoint can take minutes
+COLLECTIVE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class ShardRecipe:
+    """How every rank builds its shard of the same model (picklable)."""
+
+    model_path: str | None = None  # checkpoint folder; None with random_shape
+    random_shape: str | None = None  # --random-weights: this published shape ...
+    random_seed: int = 0  # ... drawn from this seed
+    trust_remote_code: bool = False
+    dtype: str = "float32"
+    attention: str = "sdpa"
+    linear_kernel: str = "auto"
+    device: str = "cpu"  # rank 0's device; rank r of a CUDA target uses cuda:(index + r)
+    threads: int | None = None  # torch threads per rank (CPU)
+
+
+def check_tp(shape: ModelShape, tp: int) -> None:
+    """One line unless `tp` divides the heads, KV heads and intermediate size of `shape`."""
+    shape.tensor_parallel_shard(tp)
+
+
+def shard_shape(shape: ModelShape, tp: int) -> ModelShape:
+    """What one rank runs: 1/tp of the heads, KV heads and MLP columns."""
+    return shape.tensor_parallel_shard(tp)
+
+
+def shard_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, rank: int,
+                 tp: int) -> Callable[[str], torch.Tensor | None]:
+    """name -> rank `rank`'s slice of the full tensor `lookup(name)` gives (replicated tensors whole)."""
+    d = shape.head_dim
+    rows = {"q_proj": shape.num_heads // tp * d, "k_proj": shape.num_kv_heads // tp * d,
+            "v_proj": shape.num_kv_heads // tp * d, "gate_proj": shape.intermediate // tp,
+            "up_proj": shape.intermediate // tp}  # column-parallel: a block of output rows
+    cols = {"o_proj": shape.num_heads // tp * d, "down_proj": shape.intermediate // tp}  # row-parallel
+
+    def sliced(name: str) -> torch.Tensor | None:
+        tensor = lookup(name)
+        if tensor is None:
+            return None
+        proj = name.split(".")[-2]
+        if proj in rows:  # weight [out, in] or bias [out]
+            n = rows[proj]
+            return tensor[rank * n : (rank + 1) * n].contiguous()
+        if proj in cols and name.endswith(".weight"):  # weight [out, in]
+            n = cols[proj]
+            return tensor[:, rank * n : (rank + 1) * n].contiguous()
+        if proj in cols and rank > 0:  # a row-parallel bias is added once, by rank 0
+            return torch.zeros_like(tensor)
+        return tensor
+
+    return sliced
+
+
+class RowParallelLinear:
+    """A row-parallel projection: this rank's partial product, summed over ranks."""
+
+    def __init__(self, inner, group) -> None:
+        self.inner, self.group = inner, group
+        self.name = inner.name
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in/tp] -> [..., out]
+        y = self.inner(x)
+        dist.all_reduce(y, group=self.group)
+        return y
+
+    def nbytes(self) -> int:
+        return self.inner.nbytes()
+
+
+def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
+    """Rank `rank`'s NativeCausalLM, its o/down projections all-reducing over `group`."""
+    from ssdbench.kernels.probe import default_cache_path
+    from ssdbench.models.llama import build_from_lookup
+
+    full, lookup = _full_shape_and_weights(recipe, device=_rank_device(recipe.device, rank))
+    local = build_from_lookup(shard_shape(full, tp), shard_lookup(full, lookup, rank=rank, tp=tp),
+                              device=_rank_device(recipe.device, rank), dtype=_dtype(recipe.dtype),
+                              backend=recipe.attention, weights="fp32", linear_kernel=recipe.linear_kernel,
+                              cache=None if recipe.random_shape else default_cache_path())
+    for layer in local.layers:
+        layer.o = RowParallelLinear(layer.o, group)
+        layer.down = RowParallelLinear(layer.down, group)
+    return full, local
+
+
+def _full_shape_and_weights(recipe: ShardRecipe, *, device):
+    from ssdbench.models.llama import random_weights_lookup
+    from ssdbench.models.random_weights import random_source
+    from ssdbench.models.source import resolve_model
+    from ssdbench.models.weights import load_config, load_state_dict
+
+    if recipe.random_shape is not None:
+        source = random_source(recipe.random_shape, seed=recipe.random_seed, flag="--target")
+        return source.shape, random_weights_lookup(source.shape, seed=source.seed, device=device)
+    source = resolve_model(recipe.model_path, trust_remote_code=recipe.trust_remote_code)
+    state = load_state_dict(source, dtype=torch.float32)
+    return ModelShape.from_hf_config(load_config(source)), state.get
+
+
+class TensorParallelModel:
+    """Rank 0 of a tensor-parallel target, with the native model's interface.
+
+    Every model call is broadcast to the other ranks before rank 0 runs it, so all ranks
+    meet in the same collectives in the same order. `close` stops the other ranks.
+    """
+
+    def __init__(self, full_shape: ModelShape, local, *, tp: int, control, processes: list) -> None:
+        self.full_shape, self.local, self.tp = full_shape, local, tp
+        self._control, self._processes = control, processes
+        self.closed = False
+
+    def allocate(self, batch_size: int, max_len: int) -> None:
+        self._call("allocate", batch_size, max_len)
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, **kwargs):
+        return self._call("forward", tokens, positions, **kwargs)
+
+    __call__ = forward
+
+    def copy_slots(self, row: int, src: torch.Tensor, dst: torch.Tensor) -> None:
+        self._call("copy_slots", row, src, dst)
+
+    def weight_bytes_per_forward(self) -> int:
+        """Bytes read per forward by all ranks together (replicated tensors once per rank)."""
+        return self.local.weight_bytes_per_forward() * self.tp
+
+    def describe(self) -> dict:
+        return {**self.local.describe(), "tensor_parallel": self.tp, "model_type": self.full_shape.model_type,
+                "weight_bytes_per_forward": self.weight_bytes_per_forward()}
+
+    def kernel_names(self) -> dict:
+        return {**self.local.kernel_names(), "tensor_parallel": self.tp}
+
+    @property
+    def shape(self) -> ModelShape:
+        return self.full_shape
+
+    def __getattr__(self, name: str) -> Any:  # device, dtype, vocab_size, skipped_layers, kernels, ...
+        if name.startswith("_") or name in ("local", "full_shape"):
+            raise AttributeError(name)
+        return getattr(self.local, name)
+
+    def close(self) -> None:
+        """Stop ranks 1..tp-1 and leave the process groups (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            dist.broadcast_object_list([STOP], src=0, group=self._control)
+        except RuntimeError:
+            pass  # a rank already gone: nothing left to stop
+        for process in self._processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+        dist.destroy_process_group()
+
+    def _call(self, op: str, *args, **kwargs):
+        if self.closed:
+            raise UsageError("the tensor-parallel target was closed")
+        self._check_ranks_alive()
+        dist.broadcast_object_list([(op, _to_cpu(args), _to_cpu(kwargs))], src=0, group=self._control)
+        return getattr(self.local, op)(*args, **kwargs)
+
+    def _check_ranks_alive(self) -> None:
+        for rank, process in enumerate(self._processes, start=1):
+            if not process.is_alive():
+                raise RuntimeError(f"tensor-parallel rank {rank} exited (code {process.exitcode})")
+
+
+def launch(recipe: ShardRecipe, tp: int) -> TensorParallelModel:
+    """Start ranks 1..tp-1, build rank 0 here, and return it once every rank has its shard."""
+    if dist.is_initialized():
+        raise UsageError("one tensor-parallel target per process: a process group is already open")
+    address = ("127.0.0.1", _free_port())
+    ctx = multiprocessing.get_context("spawn")
+    processes = [ctx.Process(target=_rank_main, args=(recipe, rank, tp, address), daemon=True,
+                             name=f"ssdbench-tp-rank{rank}") for rank in range(1, tp)]
+    for process in processes:
+        process.start()
+    try:
+        compute, control = _join_groups(recipe, 0, tp, address)
+        full, local = build_shard(recipe, rank=0, tp=tp, group=compute)
+        dist.barrier(group=control)  # every rank has built its shard
+    except BaseException:
+        for process in processes:
+            process.terminate()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        raise
+    model = TensorParallelModel(full, local, tp=tp, control=control, processes=processes)
+    atexit.register(model.close)
+    return model
+
+
+def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]) -> None:
+    """Ranks 1..tp-1: build the shard, then run what rank 0 broadcasts until it says stop."""
+    if recipe.threads:
+        torch.set_num_threads(recipe.threads)
+    compute, control = _join_groups(recipe, rank, tp, address)
+    _, local = build_shard(recipe, rank=rank, tp=tp, group=compute)
+    dist.barrier(group=control)
+    device = _rank_device(recipe.device, rank)
+    while True:
+        message = [None]
+        dist.broadcast_object_list(message, src=0, group=control)
+        if message[0] == STOP:
+            break
+        op, args, kwargs = message[0]
+        getattr(local, op)(*_to_device(args, device), **_to_device(kwargs, device))
+    dist.destroy_process_group()
+
+
+def _join_groups(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]):
+    """(compute group: the default one, NCCL on CUDA else gloo; control group: gloo)."""
+    cuda = torch.device(recipe.device).type == "cuda"
+    if cuda:
+        torch.cuda.set_device(torch.device(_rank_device(recipe.device, rank)))
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://{address[0]}:{address[1]}", rank=rank,
+                            world_size=tp, timeout=datetime.timedelta(seconds=START_TIMEOUT_S))
+    control = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    return dist.group.WORLD, control
+
+
+def _rank_device(device: str, rank: int) -> str:
+    dev = torch.device(device)
+    return f"cuda:{(dev.index or 0) + rank}" if dev.type == "cuda" else str(dev)
+
+
+def _dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def _to_device(value, device: str):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def cpu_threads_per_rank(total: int | None, tp: int) -> int:
+    """Threads each CPU rank gets so the ranks together use `total` (default: this machine's cores)."""
+    return max(1, (total or os.cpu_count() or 1) // tp)
