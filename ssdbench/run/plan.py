@@ -207,8 +207,9 @@ def placements(settings: RunSettings, *, own_process: bool) -> tuple[Placement, 
     default_target = default_draft = settings.device
     if torch.device(settings.device).type == "cpu" and own_process:
         default_target, default_draft = default_placements()
-    elif torch.device(settings.device).type == "cuda":
-        default_draft = "cuda:1" if torch.cuda.device_count() > 1 else settings.device
+    elif torch.device(settings.device).type == "cuda":  # ssd's draft: the first GPU after the target's ranks
+        spare = (torch.device(settings.device).index or 0) + settings.tp
+        default_draft = f"cuda:{spare}" if torch.cuda.device_count() > spare else settings.device
     target = parse_placement(settings.target_device or default_target, flag="--target-device")
     draft = parse_placement(settings.draft_device or default_draft, flag="--draft-device")
     if own_process:
