@@ -69,6 +69,7 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     from ssdbench.report.ssd_summary import ssd_overview
 
     from ssdbench.records.reader import read_manifest
+    from ssdbench.metrics.energy import joules_per_token
     from ssdbench.report.bandwidth_use import target_mbu
 
     steps, requests = pd.DataFrame(recorder.steps), pd.DataFrame(recorder.requests)
@@ -77,6 +78,9 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     mbu = target_mbu(requests, weight_bytes=manifest.get("target_weight_bytes_per_forward"),
                      bandwidth_gbs=manifest.get("memory_read_bandwidth_gbs"))
     summary["target_mbu"] = summary["label"].map(mbu).astype(float)
+    energy = joules_per_token(steps, requests, _gpu_samples(path))
+    if energy:  # GPUs were sampled: joules per generated token, every sampled GPU together
+        summary["joules_per_token"] = summary["label"].map(energy).astype(float)
     ssd = ssd_overview(steps) if plan.ssd is not None else None
     greedy = plan.decode.greedy
     if format == "json":
@@ -103,6 +107,15 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     _print_self_skip(manifest, console)
     _print_model_check(path, console)
     console.print(f"Records: {path}")
+
+
+def _gpu_samples(path):
+    """The run's NVML samples (gpu.parquet), empty where none were taken."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    file = path / "gpu.parquet"
+    return pq.read_table(file).to_pandas() if file.is_file() else pd.DataFrame()
 
 
 def _print_self_skip(manifest: dict, console: Console) -> None:

@@ -26,9 +26,11 @@ def _speedup_cells(row: pd.Series) -> tuple[str, str]:
 def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     has_mbu = "target_mbu" in summary.columns
+    has_energy = "joules_per_token" in summary.columns
     names = ["method", "requests", "new tokens", "decode tok/s p50", "decode speedup vs ar", "95% CI",
              "e2e speedup vs ar",
-             "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else [])
+             "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else []) \
+        + (["GPU J/token"] if has_energy else [])
     for name in names:
         table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     for _, row in summary.iterrows():
@@ -38,7 +40,8 @@ def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
             _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
             _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
         ]
-        table.add_row(*cells, *([_num(row["target_mbu"], "{:.0%}")] if has_mbu else []))
+        table.add_row(*cells, *([_num(row["target_mbu"], "{:.0%}")] if has_mbu else []),
+                      *([_num(row["joules_per_token"], "{:.3f}")] if has_energy else []))
     return table
 
 

@@ -25,7 +25,7 @@ from ssdbench.profiling.placement import pinned
 from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run
 from ssdbench.report.timeline import plot_timeline
 from ssdbench.run.execute import count_units, run_all
-from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts
+from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts, tensor_parallel_devices
 from ssdbench.run.plan import RunPlan
 from ssdbench.suites import describe_template, load_suite, render_prompt_ids
 
@@ -93,8 +93,8 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
         torch.set_num_threads(plan.threads)
     recorder = Recorder(run_id=writer.manifest["run_id"])
     bandwidth = _measure_bandwidth(plan)
-    device = plan.settings.device
-    sampler = GpuSampler(_gpu_roles(device))
+    device = plan.target_placement.device
+    sampler = GpuSampler(gpu_roles(plan))
     with sampler:
         calibration = run_all(plan, models, workload, recorder, advance)
     telemetry = sampler.unavailable_reason or "sampled"
@@ -124,12 +124,25 @@ def _save_timeline(recorder: Recorder, path: Path) -> str:
     return "timeline.png"
 
 
-def _gpu_roles(device: str) -> dict[int, str]:
-    """NVML device index -> role, for the GPU sampler (empty on CPU)."""
-    dev = torch.device(device)
-    if dev.type != "cuda":
-        return {}
-    return {dev.index or 0: "target+draft"}
+def gpu_roles(plan: RunPlan) -> dict[int, str]:
+    """Device index -> what runs there (target or its ranks, sd's draft, ssd's draft process), for the
+    GPU sampler; empty on CPU. CUDA indices are taken as NVML's (true unless CUDA_VISIBLE_DEVICES reorders)."""
+    roles: dict[int, str] = {}
+
+    def add(device: str, role: str) -> None:
+        dev = torch.device(device)
+        if dev.type == "cuda":
+            index = dev.index or 0
+            roles[index] = f"{roles[index]}+{role}" if index in roles else role
+
+    tp = plan.models.tp
+    for rank, device in enumerate(tensor_parallel_devices(plan.target_placement.device, tp)):
+        add(device, "target" if tp == 1 else f"target rank {rank}")
+    if plan.loads_draft_model and any(m.uses_draft and not m.own_process for m in plan.methods):
+        add(plan.target_placement.device, "draft")
+    if plan.ssd is not None:
+        add(plan.draft_placement.device, "ssd draft")
+    return roles
 
 
 def validate(plan: RunPlan) -> None:
