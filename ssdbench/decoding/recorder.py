@@ -42,6 +42,7 @@ class Recorder:
     requests: dict[str, list] = field(default_factory=lambda: empty_columns("requests"))
     events: dict[str, list] = field(default_factory=dict)  # the draft process's timeline (ssd)
     kernels: dict[str, dict] = field(default_factory=dict)  # role -> kernels it ran, for roles outside this process
+    channels: dict[str, dict] = field(default_factory=dict)  # method -> its draft process channel and round trip
 
     def add_events(self, method: str, role: str, events: list[tuple[str, int, int]]) -> None:
         for kind, start_ns, end_ns in events:

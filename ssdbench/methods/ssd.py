@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import torch
+
 from ssdbench.methods.base import Method, MethodContext, ProposerFactory
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
@@ -28,14 +30,21 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
     )
 
 
+def payload_device(ctx: MethodContext) -> str:
+    """Where proposals and q-rows are exchanged: the verifier's GPU (CUDA IPC), else host shared memory."""
+    target = torch.device(ctx.models.device)
+    return str(target) if target.type == "cuda" else "cpu"
+
+
 @contextlib.contextmanager
 def _proposers(ctx: MethodContext) -> Iterator[ProposerFactory]:
     """Owns the draft process for the whole variant; each batch gets a proposer talking to it."""
     with DraftServer(draft_spec(ctx), num_rows=ctx.decode.batch_size, max_prompt=ctx.workload.longest_prompt,
                      vocab_size=ctx.models.vocab_size, with_q=ctx.decode.samples_anywhere,
-                     round_timeout_s=ctx.ssd.round_timeout_s) as server:
+                     round_timeout_s=ctx.ssd.round_timeout_s, payload_device=payload_device(ctx)) as server:
         if ctx.recorder is not None:
             ctx.recorder.kernels["ssd draft process"] = server.kernels
+            ctx.recorder.channels[METHOD.name] = server.round_trip_ms()
         yield lambda num_rows, generator: RemoteSsdProposer(server, ctx.decode.rows(num_rows, draft=True, device="cpu"))
         if ctx.recorder is not None:
             ctx.recorder.add_events(METHOD.name, "draft", server.box.read_events())

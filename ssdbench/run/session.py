@@ -104,7 +104,7 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
-             "calibration": calibration}
+             "calibration": calibration, "ssd_channel": recorder.channels}
     if recorder.events and plan.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import statistics
 import time
 
 import torch
@@ -26,11 +27,11 @@ class DraftServer:
     """A running draft process and its mailbox. Use as a context manager: it always stops the process."""
 
     def __init__(self, spec: DraftSpec, *, num_rows: int, max_prompt: int, vocab_size: int, with_q: bool,
-                 round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S) -> None:
+                 round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S, payload_device: str = "cpu") -> None:
         self.spec = spec
         self.round_timeout_s = round_timeout_s
         self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, lookahead=spec.lookahead,
-                                     vocab_size=vocab_size, with_q=with_q)
+                                     vocab_size=vocab_size, with_q=with_q, payload_device=payload_device)
         context = multiprocessing.get_context("spawn")
         self.process = context.Process(target=serve, args=(self.box, spec), name="ssdbench-draft", daemon=True)
         self._expected = 0
@@ -59,7 +60,22 @@ class DraftServer:
             self.process.join(timeout=2.0)
 
     def post(self, kind: int) -> None:
+        self.box.fence()  # the verifier is done reading the payload the draft may now overwrite
         self._expected = self.box.post_request(kind)
+
+    def round_trip_ms(self, repeats: int = 20) -> dict:
+        """The channel's measured round trip: a request, one payload row written back from the draft's device,
+        the answer (median and spread of `repeats`), and where the payload lives."""
+        times = []
+        for _ in range(repeats + 1):  # the first is a warm-up
+            start = time.perf_counter()
+            self.post(mb.KIND_PING)
+            self.wait()
+            times.append((time.perf_counter() - start) * 1e3)
+        times = sorted(times[1:])
+        return {"payload_device": str(self.box.payload_device), "round_trips": repeats,
+                "median_ms": round(statistics.median(times), 4), "min_ms": round(times[0], 4),
+                "max_ms": round(times[-1], 4)}
 
     def wait(self) -> None:
         """Block until the last request is answered; a dead, hung or failing draft is a one-line error."""

@@ -1,4 +1,4 @@
-"""The channel between verifier and draft server: preallocated shared-memory tensors.
+"""The channel between verifier and draft server: preallocated shared tensors.
 
 A request or response is written into its buffers, then announced by bumping a sequence
 counter; the other side polls the counter (each process has its own core, so polling
@@ -8,6 +8,14 @@ are written after the data, with no fence: x86 (TSO) keeps stores in order and l
 order, which is what the reader relies on. Python has no portable fence to make that
 explicit, so on hosts with weaker ordering (ARM, POWER, RISC-V) where the reader could see
 the counter before the data and verify against stale q-rows, ssd is refused instead.
+
+The payload (proposed tokens and q-rows) lives on `payload_device`: host shared memory for
+CPU runs, or the verifier's GPU, shared with the draft process through CUDA IPC handles
+(torch.multiprocessing pickles a CUDA tensor as one), so on GPUs the q-rows go from the
+draft's GPU to the verifier's without passing through host memory. GPU writes are
+asynchronous, so each side calls `fence()` before announcing: the draft before its answer's
+counter, the verifier before a request that lets the draft overwrite what it was reading.
+Control counters stay in host shared memory, where polling them costs no GPU work.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from ssdbench.errors import UsageError
 
 # ctrl slots
 REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT = range(8)
-KIND_BATCH, KIND_ROUND, KIND_STOP = 1, 2, 3
+KIND_BATCH, KIND_ROUND, KIND_STOP, KIND_PING = 1, 2, 3, 4  # PING: write a payload row back (round-trip probe)
 STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
 IDLE_AFTER_S, IDLE_POLL_S = 1.0, 0.001  # longer than a round here; past it an answer is at most 1 ms late
@@ -55,19 +63,31 @@ class Mailbox:
     events: torch.Tensor  # [MAX_EVENTS, 3] int64: kind index, start ns, end ns
 
     @classmethod
-    def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool) -> Mailbox:
+    def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool,
+               payload_device: str = "cpu") -> Mailbox:
         q_shape = (num_rows, lookahead, vocab_size) if with_q else (1, 1, 1)
         box = cls(
             ctrl=torch.zeros(8, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
             prompt_lens=torch.zeros(num_rows, dtype=torch.int64), temperature=torch.zeros(num_rows),
             top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
-            tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64), meta=torch.zeros(num_rows, 4, dtype=torch.int64),
-            q=torch.zeros(q_shape), times=torch.zeros(4, dtype=torch.float64),
+            tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64, device=payload_device),
+            meta=torch.zeros(num_rows, 4, dtype=torch.int64), q=torch.zeros(q_shape, device=payload_device),
+            times=torch.zeros(4, dtype=torch.float64),
             error=torch.zeros(ERROR_BYTES, dtype=torch.uint8), events=torch.zeros(MAX_EVENTS, 3, dtype=torch.int64),
         )
         for tensor in vars(box).values():
-            tensor.share_memory_()
+            if tensor.device.type == "cpu":
+                tensor.share_memory_()  # a CUDA tensor travels to the draft process as an IPC handle instead
         return box
+
+    @property
+    def payload_device(self) -> torch.device:
+        return self.q.device
+
+    def fence(self) -> None:
+        """Finish this process's pending GPU work on the payload before the other side may read or overwrite it."""
+        if self.q.device.type == "cuda":
+            torch.cuda.synchronize()  # every device: the copy may run on the source's stream or the payload's
 
     # ---- both sides ----
     def wait_for(self, slot: int, value: int, *, is_alive, timeout_s: float | None = None) -> bool:

@@ -120,6 +120,11 @@ def _loop(box: mb.Mailbox, speculator) -> None:
         if kind == mb.KIND_STOP:
             box.post_response(seq)
             return
+        if kind == mb.KIND_PING:
+            _answer_ping(box, speculator)
+            box.post_response(seq)
+            answered = seq
+            continue
         if kind == mb.KIND_BATCH:
             _start_batch(box, speculator)
             last_answer_ns = last_request_ns = None
@@ -150,3 +155,14 @@ def _answer_round(box: mb.Mailbox, speculator, build_ms: float, period_ms: float
     num_rows = int(box.ctrl[mb.NUM_ROWS])
     answer = speculator.answer(read_outcomes(box, num_rows), period_ms=period_ms)
     write_answer(box, answer, busy_ms=build_ms + answer.backup_ms)
+    box.fence()
+
+
+def _answer_ping(box: mb.Mailbox, speculator) -> None:
+    """The round-trip probe: one row of q-rows (or tokens) from the draft's device into the payload, as an answer moves."""
+    device = speculator.draft.device
+    if box.q.numel() > 1:
+        box.q[0] = torch.zeros(box.q.shape[1:], device=device)  # [K, V]
+    else:
+        box.tokens[0] = torch.zeros(box.tokens.shape[1:], dtype=torch.int64, device=device)  # [K]
+    box.fence()
