@@ -97,6 +97,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("tp", "--tp", "Tensor-parallel ranks for the target: ssdbench starts tp-1 more processes itself "
               "(gloo on CPU; NCCL on tp consecutive GPUs from the target's); tp must divide the target's "
               "heads, KV heads and MLP size. Native engine, float32 or bfloat16 weights.", int),
+    RunOption("cuda_graphs", "--cuda-graphs", "CUDA graphs for the native engine's repeated steps (decode, "
+              "verify): auto (on CUDA), on, or off. Recorded with the kernels.", str),
     RunOption("threads", "--threads", "torch CPU threads (default: torch's choice).", int, optional=True),
     RunOption("data_dir", "--data-dir", "Folder holding file-backed suites (gsm8k/, spec_bench/, alpaca/, "
               "ultrafeedback/).", Path, optional=True, envvar="SSDBENCH_DATA_DIR"),

@@ -26,7 +26,7 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
         trust_remote_code=settings.trust_remote_code,
         skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
         random_shape=source.name if settings.random_weights else None,
-        random_seed=source.seed if settings.random_weights else 0,
+        random_seed=source.seed if settings.random_weights else 0, cuda_graphs=settings.cuda_graphs,
     )
 
 

@@ -78,6 +78,7 @@ class NativeCausalLM:
         self.kernels = kernels or {}  # what the projections actually run on (see `_kernels_used`)
         self.scale = shape.head_dim**-0.5
         self.cache: StaticKVCache | None = None
+        self.static_shapes = False  # attend over the whole cache with an on-device mask (cuda_graphs.py)
         self._cos = self._sin = torch.empty(0, 1, shape.head_dim, device=device, dtype=dtype)  # [S, 1, D]
 
     def allocate(self, batch_size: int, max_len: int) -> None:
@@ -135,7 +136,13 @@ class NativeCausalLM:
 
     def _visible(self, slots: torch.Tensor, attn_mask: torch.Tensor | None) -> tuple[int, torch.Tensor | None]:
         """Slots to attend over (the highest written or visible one + 1) and the mask [B, 1, T, span]
-        (None when it would be all True)."""
+        (None when it would be all True). With `static_shapes`, every slot of the cache and a mask
+        built on the device: the same shapes at every step and no read back to the host, which a
+        CUDA graph needs; the masked slots add nothing to the softmax."""
+        if self.static_shapes:
+            if attn_mask is None:
+                attn_mask = torch.arange(self.cache.max_len, device=slots.device) <= slots[..., None]  # [B, T, S]
+            return self.cache.max_len, attn_mask[:, None]
         if attn_mask is None:
             span = int(slots.max()) + 1
             if slots.shape == (1, 1):  # one query of one chain sees every slot up to its own

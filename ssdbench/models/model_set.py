@@ -13,6 +13,7 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.probe import default_cache_path
+from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.llama import build_native_model, build_random_model
@@ -53,6 +54,7 @@ class ModelSettings:
     seed: int = 0  # of the random weights
     tp: int = 1  # tensor-parallel ranks of the native target (tensor_parallel.py)
     threads: int | None = None  # torch threads of the run (split between CPU ranks)
+    cuda_graphs: str = "auto"  # native models on CUDA replay graphed steps (cuda_graphs.py)
 
 
 @dataclass
@@ -228,6 +230,12 @@ class ModelSet:
                              trust_remote_code=source.trust_remote_code)
 
     def _build(self, source, engine: str, *, int8: bool):
+        model = self._build_model(source, engine, int8=int8)
+        if engine == "native" and self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, self.device):
+            return GraphedModel(model)
+        return model
+
+    def _build_model(self, source, engine: str, *, int8: bool):
         if engine == "hf":
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)

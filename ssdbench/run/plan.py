@@ -143,7 +143,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
                            random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
-                           threads=settings.threads)
+                           threads=settings.threads,
+                           cuda_graphs=_cuda_graphs(settings, target_place.device, draft_place.device))
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
     return RunPlan(settings=settings, methods=methods, variants=_variants(methods, settings.engines), decode=decode,
@@ -175,6 +176,17 @@ def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...])
     if baselines:
         raise UsageError(f"--random-weights builds native models only: {', '.join(baselines)} runs transformers' "
                          "own model; drop it from --methods")
+
+
+def _cuda_graphs(settings: RunSettings, *devices: str) -> str:
+    """--cuda-graphs, checked against the devices ("on" needs CUDA; graphs do not cover split targets)."""
+    from ssdbench.models.cuda_graphs import uses_cuda_graphs
+
+    if settings.cuda_graphs == "on" and settings.tp > 1:
+        raise UsageError("--cuda-graphs on does not cover a --tp target yet; use --cuda-graphs auto or off")
+    if settings.cuda_graphs == "on" and not any(uses_cuda_graphs("auto", d) for d in devices):
+        uses_cuda_graphs("on", devices[0])  # the one-line refusal
+    return settings.cuda_graphs
 
 
 def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engines: tuple[str, ...], *,

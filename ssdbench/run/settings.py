@@ -21,6 +21,7 @@ DEFAULT_DRAFT = SELF_INT8
 TRUNCATE_SIDES = ("none", "left")
 ORDERS = ("interleaved", "grouped")
 BACKUPS = ("jit", "fast", "auto")
+CUDA_GRAPH_MODES = ("auto", "on", "off")  # as models/cuda_graphs.py
 LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")  # as kernels/linear.py (tests check)
 
 
@@ -48,6 +49,7 @@ class RunSettings:
     linear_kernel: str = "auto"  # the native engine's dense kernel; "auto" probes (kernels/probe.py)
     threads: int | None = None
     tp: int = 1  # tensor-parallel ranks of the target (models/tensor_parallel.py)
+    cuda_graphs: str = "auto"  # auto | on | off (models/cuda_graphs.py)
     chat_template: bool = True
     data_dir: Path | None = None
     out: Path | None = None
@@ -81,6 +83,7 @@ class RunSettings:
         if self.threads is not None:
             _check_positive("--threads", self.threads)
         _check_positive("--tp", self.tp)
+        _check_choice("--cuda-graphs", self.cuda_graphs, CUDA_GRAPH_MODES)
         if self.temperature < 0:
             raise UsageError(f"--temperature must be >= 0, got {self.temperature}")
         if self.draft_temperature is not None and self.draft_temperature < 0:

@@ -42,6 +42,7 @@ class DraftSpec:
     skip_layers: tuple[int, ...] = ()  # the self-skip draft: the target's layers left out
     random_shape: str | None = None  # --random-weights: build this published shape with random weights instead
     random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
+    cuda_graphs: str = "auto"  # the draft's plain steps replay CUDA graphs on CUDA (models/cuda_graphs.py)
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -80,6 +81,14 @@ def _build_speculator(spec: DraftSpec):
 
 
 def _build_draft(spec: DraftSpec):
+    """The draft's native model (graphed on CUDA unless --cuda-graphs off)."""
+    from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
+
+    model = _build_draft_model(spec)
+    return GraphedModel(model) if uses_cuda_graphs(spec.cuda_graphs, spec.device) else model
+
+
+def _build_draft_model(spec: DraftSpec):
     """The draft's native model: from its checkpoint, or (--random-weights) its published shape's random weights,
     drawn exactly as the target's process draws them."""
     from ssdbench.kernels.probe import default_cache_path
