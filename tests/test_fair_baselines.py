@@ -57,7 +57,7 @@ def eos_target(tmp_path_factory) -> tuple[Path, int]:
 def run_methods(target: Path, out: Path, *extra: str) -> tuple[dict, object]:
     result = runner.invoke(app, ["run", "--target", str(target), "--suite", "smoke", "--num-prompts", "3",
                                  "--max-new-tokens", str(MAX_NEW), "--no-chat-template", "--k", "3", "--out", str(out),
-                                 "--methods", "ar,sd,hf-generate,hf-assisted", *extra])
+                                 "--methods", "ar,sd,hf-generate,hf-static,hf-assisted", *extra])
     assert result.exit_code == 0, result.output
     return json.loads((out / "manifest.json").read_text()), pq.read_table(out / "requests.parquet").to_pandas()
 
@@ -72,7 +72,7 @@ def test_ignore_eos_emits_eos_and_goes_on_identically_for_every_method(eos_targe
     target, eos = eos_target
     _, requests = run_methods(target, tmp_path / "run", "--ignore-eos", "--draft", draft)
     outputs = outputs_by_method(requests)
-    assert set(outputs) == {"ar", "sd", "hf-generate", "hf-assisted"}
+    assert set(outputs) == {"ar", "sd", "hf-generate", "hf-static", "hf-assisted"}
     assert all(got == outputs["ar"] for got in outputs.values()), outputs
     assert all(len(o) == MAX_NEW for o in outputs["ar"])
     assert any(eos in o[:-2] for o in outputs["ar"])  # EOS was emitted mid-sequence and decoding went on
@@ -84,7 +84,7 @@ def test_without_ignore_eos_every_method_stops_at_eos(eos_target, tmp_path):
     outputs = outputs_by_method(requests)
     assert all(got == outputs["ar"] for got in outputs.values()), outputs
     stopped = requests[requests["finish_reason"] == "eos"]
-    assert len(stopped) == 4 * sum(eos in o for o in outputs["ar"]) > 0
+    assert len(stopped) == 5 * sum(eos in o for o in outputs["ar"]) > 0
     assert all(list(o)[-1] == eos for o in stopped["output_token_ids"])
 
 
@@ -126,7 +126,7 @@ def test_the_decode_window_opens_after_one_prefill_forward_and_no_drafting(eos_t
 def test_order_and_per_request_batch_size_are_recorded(eos_target, tmp_path, order):
     target, _ = eos_target
     manifest, requests = run_methods(target, tmp_path / "run", "--order", order, "--batch-size", "2")
-    methods = ["ar", "sd", "hf-generate", "hf-assisted"]
+    methods = ["ar", "sd", "hf-generate", "hf-static", "hf-assisted"]
     run_order = list(zip(requests["method"], requests["request_idx"]))
     if order == "interleaved":  # each batch of prompts through every method before the next batch
         expected = [(m, i) for batch in ([0, 1], [2]) for m in methods for i in batch]
@@ -135,7 +135,8 @@ def test_order_and_per_request_batch_size_are_recorded(eos_target, tmp_path, ord
     assert run_order == expected
     assert manifest["order"]["order"] == order
     sizes = {m: list(g.sort_values("request_idx")["batch_size"]) for m, g in requests.groupby("method")}
-    assert sizes == {"ar": [2, 2, 1], "sd": [2, 2, 1], "hf-generate": [1, 1, 1], "hf-assisted": [1, 1, 1]}
+    assert sizes == {"ar": [2, 2, 1], "sd": [2, 2, 1], "hf-generate": [1, 1, 1], "hf-static": [1, 1, 1],
+                     "hf-assisted": [1, 1, 1]}
     assert "weight-only int8" in manifest["baselines"]["hf-assisted"]["draft"]
     assert manifest["baselines"]["hf-generate"]["batch_size"] == 1
 

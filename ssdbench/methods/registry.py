@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from ssdbench.errors import UsageError
-from ssdbench.methods import ar, hf_assisted, hf_generate, sd, ssd
+from ssdbench.methods import ar, hf_assisted, hf_generate, hf_static, sd, ssd
 from ssdbench.methods.base import Method
 
 METHODS: dict[str, Method] = {m.name: m for m in (
@@ -13,6 +13,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     sd.METHOD,
     ssd.METHOD,
     hf_generate.METHOD,
+    hf_static.METHOD,
     hf_assisted.METHOD,
 )}
 

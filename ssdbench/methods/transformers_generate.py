@@ -41,10 +41,13 @@ def hf_generate(
     assistant=None,
     prompt_lookup_tokens: int | None = None,
     lookahead: int = 4,
+    static_cache_len: int | None = None,
 ) -> GenerateResult:
     """transformers' generate on one prompt; `assistant` (a model) or prompt lookup makes it assisted.
 
     `eos_ids` empty means ignore EOS (ar's `--ignore-eos`): EOS is emitted and decoding continues.
+    `static_cache_len`: plain generate with a StaticCache of that many slots, the same for every
+    request so shapes repeat; on CUDA transformers then compiles the forward (its fastest path).
     """
     device = next(model.parameters()).device
     input_ids = torch.tensor([prompt_ids], dtype=torch.int64, device=device)  # [1, T]
@@ -52,8 +55,9 @@ def hf_generate(
     torch.manual_seed(seed)  # transformers' sampling draws from the global generator
     start_ns = time.perf_counter_ns()
     with torch.inference_mode():
+        static = {} if static_cache_len is None else {cache_argument_name(model): _static_cache(model, static_cache_len)}
         first = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=1,
-                               return_dict_in_generate=True, **common)
+                               return_dict_in_generate=True, **common, **static)
         first_token_ns = time.perf_counter_ns()
         sequences = first.sequences  # [1, T+1]
         if max_new_tokens > 1 and int(sequences[0, -1]) not in eos_ids:
@@ -65,6 +69,12 @@ def hf_generate(
                                        max_new_tokens=max_new_tokens - 1, **common, **rest)
     end_ns = time.perf_counter_ns()
     return GenerateResult(sequences[0, len(prompt_ids):].tolist(), start_ns, first_token_ns, end_ns)
+
+
+def _static_cache(model, max_cache_len: int):
+    from transformers import StaticCache
+
+    return StaticCache(config=model.config, max_cache_len=max_cache_len)
 
 
 def _returned_cache(output):
@@ -102,16 +112,18 @@ class TransformersBaseline:
     """transformers' `generate` as a Baseline (methods/base.py): plain, or assisted by a draft model
     or prompt lookup, with the run's sampling and K."""
 
-    def __init__(self, model, decode: DecodeSettings, *, assistant=None, prompt_lookup_tokens: int | None = None):
+    def __init__(self, model, decode: DecodeSettings, *, assistant=None, prompt_lookup_tokens: int | None = None,
+                 static_cache_len: int | None = None):
         self.model, self.decode = model, decode
         self.assistant, self.prompt_lookup_tokens = assistant, prompt_lookup_tokens
+        self.static_cache_len = static_cache_len
 
     def generate(self, prompt_ids: list[int], *, seed: int, max_new_tokens: int,
                  eos_ids: frozenset[int]) -> GenerateResult:
         return hf_generate(self.model, prompt_ids, max_new_tokens=max_new_tokens,
                            temperature=self.decode.target.temperature, top_p=self.decode.target.top_p, eos_ids=eos_ids,
                            seed=seed, assistant=self.assistant, prompt_lookup_tokens=self.prompt_lookup_tokens,
-                           lookahead=self.decode.k)
+                           lookahead=self.decode.k, static_cache_len=self.static_cache_len)
 
 
 def describe_common(decode: DecodeSettings, placement: dict) -> dict:

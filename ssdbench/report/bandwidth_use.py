@@ -2,7 +2,7 @@
 
 MBU = target weight bytes read per forward × target forwards per second ÷ measured read
 bandwidth. Weights only (the KV cache adds little at these contexts). A round of ar/sd/ssd
-is one target forward; transformers' plain generate is one forward per token; assisted
+is one target forward; transformers' plain generate (hf-generate, hf-static) is one forward per token; assisted
 generate's forward count is not recorded, so it has none.
 """
 
@@ -12,6 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ssdbench.metrics.summary import add_label
+
+
+ONE_FORWARD_PER_TOKEN = ("hf-generate", "hf-static")  # plain generate: one target forward per decoded token
 
 
 def target_mbu(requests: pd.DataFrame, *, weight_bytes: float | None, bandwidth_gbs: float | None) -> dict[str, float]:
@@ -26,7 +29,8 @@ def target_mbu(requests: pd.DataFrame, *, weight_bytes: float | None, bandwidth_
         if method == "hf-assisted":
             out[label] = float("nan")
             continue
-        forwards = (group["new_tokens"] - 1).to_numpy(dtype=float) if method == "hf-generate" else group["rounds"].to_numpy(dtype=float)
+        one_per_token = method in ONE_FORWARD_PER_TOKEN
+        forwards = (group["new_tokens"] - 1 if one_per_token else group["rounds"]).to_numpy(dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_request = weight_bytes * forwards / decode_s / (bandwidth_gbs * 1e9)
         per_request = per_request[np.isfinite(per_request)]
