@@ -35,6 +35,8 @@ FAIRNESS: tuple[tuple[str, Callable[[dict], object]], ...] = (
     ("kernels", lambda m: m.get("kernels")),  # what each role ran, as probed (absent in older runs)
     ("hardware", _hardware),
     ("suite content", lambda m: (m.get("suite") or {}).get("sha256")),
+    # synthetic acceptance (--acceptance) times rounds of a made-up acceptance: never beside the real rule
+    ("acceptance", lambda m: m.get("acceptance", "exact")),
 )
 
 
@@ -158,6 +160,7 @@ def _mark_sampled(rows: pd.DataFrame, requests: pd.DataFrame, baseline: str | No
     rows["is_greedy"] = rows["label"].map(greedy).astype(bool)
     rows["outputs_match"] = rows["outputs_match"].astype(object)
     rows.loc[~(rows["is_greedy"] & base_greedy), "outputs_match"] = None
+    rows.loc[rows["acceptance"] != "exact", "outputs_match"] = None
     return rows
 
 

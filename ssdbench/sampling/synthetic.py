@@ -1,0 +1,131 @@
+"""Synthetic acceptance (`--acceptance synthetic:RATE[,hit=H]`, docs/DESIGN.md §3.1): a timing aid,
+not an acceptance rule. Random-weight pairs agree on nothing, so sd and ssd would accept nothing and
+time nothing useful; here each drafted token is accepted with probability RATE instead.
+
+Only the accepted length is synthetic: the round still costs one target forward over K+1 positions and
+the same draft steps, and the token after the accepted prefix is still the target's (its argmax, or a
+draw from its p). Outputs are therefore NOT the target's; runs say so everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.errors import UsageError
+from ssdbench.sampling.accept import Verdict, leading_true, real_columns
+from ssdbench.sampling.params import RowSampling
+from ssdbench.sampling.probs import logits_to_probs, sample_from
+
+EXACT = "exact"
+SEED_OFFSET = 0x53594E  # the synthetic coins' stream is distinct from the sampling generator's
+_SPEC = re.compile(r"synthetic:([^,]+)(?:,hit=(.+))?")
+
+HeldBonuses = Callable[[list[int]], list[list[int]]]  # num_accepted per row -> bonus tokens the cache holds for it
+
+
+@dataclass(frozen=True)
+class SyntheticAcceptance:
+    """Accept each drafted token with probability `rate`; with `hit`, steer ssd's bonus onto the cache."""
+
+    rate: float
+    hit: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The canonical text, as the manifest and the steps table record it."""
+        return f"synthetic:{self.rate:g}" + ("" if self.hit is None else f",hit={self.hit:g}")
+
+
+def parse_acceptance(text: str) -> SyntheticAcceptance | None:
+    """`exact` -> None; `synthetic:RATE[,hit=H]` with RATE in (0, 1], H in [0, 1]; else a one-line UsageError."""
+    text = text.strip()
+    if text == EXACT:
+        return None
+    match = _SPEC.fullmatch(text)
+    if match is None:
+        raise UsageError(f"--acceptance: expected 'exact' or 'synthetic:RATE[,hit=H]' (e.g. synthetic:0.8), "
+                         f"got '{text}'")
+    rate = _number(match.group(1), "RATE")
+    if not 0 < rate <= 1:
+        raise UsageError(f"--acceptance {text}: RATE must be in (0, 1], got {rate:g}")
+    if match.group(2) is None:
+        return SyntheticAcceptance(rate)
+    hit = _number(match.group(2), "hit")
+    if not 0 <= hit <= 1:
+        raise UsageError(f"--acceptance {text}: hit must be in [0, 1], got {hit:g}")
+    return SyntheticAcceptance(rate, hit)
+
+
+def _number(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--acceptance: {name} must be a number, got '{text}'") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise UsageError(f"--acceptance: {name} must be a finite number, got '{text}'")
+    return value
+
+
+def synthetic_num_accepted(num_proposed: torch.Tensor, width: int, rate: float,
+                           coins: torch.Generator) -> torch.Tensor:
+    """Independent Bernoulli(rate) per drafted position; the first rejection ends the prefix.
+
+    num_proposed: [B] (any device) -> [B] int64 on CPU. Always draws B x width coins, so the stream
+    does not depend on which rows are real.
+    """
+    u = torch.rand((num_proposed.shape[0], width), generator=coins)  # [B, K] in [0, 1): rate 1 accepts all
+    accepted = (u < rate) & real_columns(num_proposed.cpu(), width)  # [B, K]
+    return leading_true(accepted)
+
+
+def target_token_after(target_logits: torch.Tensor, num_accepted: torch.Tensor, sampling: RowSampling,
+                       generator: torch.Generator | None) -> torch.Tensor:
+    """The target's own token at position n (the accepted count): argmax, or a draw from p_n.
+
+    target_logits: [B, K+1, V]; num_accepted: [B] on the logits' device -> [B] int64.
+    """
+    rows = torch.arange(target_logits.shape[0], device=target_logits.device)
+    logits_n = target_logits[rows, num_accepted].unsqueeze(1)  # [B, 1, V]
+    if sampling.all_greedy:
+        return logits_n[:, 0].argmax(dim=-1)
+    return sample_from(logits_to_probs(logits_n, sampling)[:, 0], generator)
+
+
+def steer_bonus(next_token: list[int], held: list[list[int]], hit: float, coins: torch.Generator) -> list[int]:
+    """With probability `hit` per row, swap the bonus for one of the tokens the speculation cache holds
+    for that row's accepted count (uniformly); rows with none held keep the target's token (a miss)."""
+    u = torch.rand(len(next_token), generator=coins).tolist()  # [B] hit coins
+    pick = torch.rand(len(next_token), generator=coins).tolist()  # [B] which held token
+    steered = list(next_token)
+    for b, tokens in enumerate(held):
+        if tokens and u[b] < hit:
+            steered[b] = tokens[int(pick[b] * len(tokens))]
+    return steered
+
+
+class SyntheticRule:
+    """Drop-in for `verify_proposal` (the round loop's `verify`), for one batch.
+
+    held_bonuses: ssd's proposer hook, asked only when `hit` is set; sd has none.
+    """
+
+    def __init__(self, acceptance: SyntheticAcceptance, *, seed: int, held_bonuses: HeldBonuses | None = None) -> None:
+        self.acceptance = acceptance
+        self.coins = torch.Generator().manual_seed(seed + SEED_OFFSET)  # CPU: the same coins on every device
+        self.held_bonuses = held_bonuses
+
+    def __call__(self, target_logits: torch.Tensor, draft_tokens: torch.Tensor, draft_q: torch.Tensor | None,
+                 num_proposed: torch.Tensor, sampling: RowSampling, generator: torch.Generator | None) -> Verdict:
+        width = draft_tokens.shape[1]
+        num_accepted = synthetic_num_accepted(num_proposed, width, self.acceptance.rate, self.coins)  # [B]
+        num_accepted = num_accepted.to(target_logits.device)
+        next_token = target_token_after(target_logits, num_accepted, sampling, generator)  # [B]
+        if self.acceptance.hit is not None and self.held_bonuses is not None:
+            held = self.held_bonuses(num_accepted.tolist())
+            steered = steer_bonus(next_token.tolist(), held, self.acceptance.hit, self.coins)
+            next_token = torch.tensor(steered, dtype=torch.int64, device=next_token.device)
+        return Verdict(num_accepted=num_accepted, next_token=next_token)
