@@ -109,10 +109,11 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
 
 def _print_synthetic(plan: RunPlan, console: Console) -> None:
     synthetic = plan.decode.synthetic
-    hits = "" if synthetic.hit is None else f", ssd's bonus steered onto its cache with probability {synthetic.hit:g}"
-    console.print(f"[bold yellow]synthetic acceptance[/] ({synthetic.label}): sd and ssd accepted each drafted token "
-                  f"with probability {synthetic.rate:g}{hits}; their outputs are NOT the target's, only the timings "
-                  "of rounds of that acceptance are real (ar is unaffected).")
+    affected = " and ".join(m.name for m in plan.methods if m.uses_draft and not m.is_baseline) or "no method here"
+    hits = "" if synthetic.hit is None else f"; ssd's bonus steered onto its cache with probability {synthetic.hit:g}"
+    console.print(f"[bold yellow]synthetic acceptance[/] ({synthetic.label}): {affected} accepted each drafted token "
+                  f"with probability {synthetic.rate:g}{hits}. Their outputs are NOT the target's; only the timings "
+                  "of rounds at that acceptance are real (ar and transformers' baselines are unaffected).")
 
 
 def _print_self_skip(manifest: dict, console: Console) -> None:

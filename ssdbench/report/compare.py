@@ -29,14 +29,15 @@ def _hardware(manifest: dict) -> dict:
 
 # What makes two runs' numbers incomparable: (name, how to read it from a manifest).
 FAIRNESS: tuple[tuple[str, Callable[[dict], object]], ...] = (
+    # first, so a refusal names it: synthetic acceptance (--acceptance) times rounds of a made-up
+    # acceptance, never to be set beside the real rule
+    ("acceptance", lambda m: m.get("acceptance", "exact")),
     ("model weights", lambda m: m.get("model_hashes")),
     ("dtype", lambda m: (m.get("config") or {}).get("dtype")),
     ("attention backend", lambda m: m.get("attention_backend")),
     ("kernels", lambda m: m.get("kernels")),  # what each role ran, as probed (absent in older runs)
     ("hardware", _hardware),
     ("suite content", lambda m: (m.get("suite") or {}).get("sha256")),
-    # synthetic acceptance (--acceptance) times rounds of a made-up acceptance: never beside the real rule
-    ("acceptance", lambda m: m.get("acceptance", "exact")),
 )
 
 

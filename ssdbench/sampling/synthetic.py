@@ -4,7 +4,8 @@ time nothing useful; here each drafted token is accepted with probability RATE i
 
 Only the accepted length is synthetic: the round still costs one target forward over K+1 positions and
 the same draft steps, and the token after the accepted prefix is still the target's (its argmax, or a
-draw from its p). Outputs are therefore NOT the target's; runs say so everywhere.
+draw from its p; after a rejection, excluding the rejected draft, as the exact rule's residual does).
+Outputs are therefore NOT the target's; runs say so everywhere.
 """
 
 from __future__ import annotations
@@ -82,17 +83,26 @@ def synthetic_num_accepted(num_proposed: torch.Tensor, width: int, rate: float,
     return leading_true(accepted)
 
 
-def target_token_after(target_logits: torch.Tensor, num_accepted: torch.Tensor, sampling: RowSampling,
+def target_token_after(target_logits: torch.Tensor, num_accepted: torch.Tensor, draft_tokens: torch.Tensor,
+                       num_proposed: torch.Tensor, sampling: RowSampling,
                        generator: torch.Generator | None) -> torch.Tensor:
-    """The target's own token at position n (the accepted count): argmax, or a draw from p_n.
+    """The target's own token at position n (the accepted count): argmax, or a draw from p_n; after a
+    rejection, never the rejected draft x_{n+1} (as under the exact rule, whose residual has no mass there,
+    and which the speculator relies on).
 
-    target_logits: [B, K+1, V]; num_accepted: [B] on the logits' device -> [B] int64.
+    target_logits: [B, K+1, V]; num_accepted, num_proposed: [B]; draft_tokens: [B, K] -> [B] int64.
     """
     rows = torch.arange(target_logits.shape[0], device=target_logits.device)
-    logits_n = target_logits[rows, num_accepted].unsqueeze(1)  # [B, 1, V]
+    logits_n = target_logits[rows, num_accepted].float()  # [B, V]
+    rejected = num_accepted < num_proposed.to(num_accepted.device)  # [B]
+    if bool(rejected.any()):
+        col = num_accepted.clamp_max(max(draft_tokens.shape[1] - 1, 0))  # [B]
+        x = draft_tokens.to(logits_n.device)[rows, col].clamp_min(0)  # [B] the rejected drafts
+        banned = torch.zeros_like(logits_n, dtype=torch.bool).scatter_(-1, x.unsqueeze(-1), True)  # [B, V]
+        logits_n = logits_n.masked_fill(banned & rejected.unsqueeze(-1), float("-inf"))
     if sampling.all_greedy:
-        return logits_n[:, 0].argmax(dim=-1)
-    return sample_from(logits_to_probs(logits_n, sampling)[:, 0], generator)
+        return logits_n.argmax(dim=-1)
+    return sample_from(logits_to_probs(logits_n.unsqueeze(1), sampling)[:, 0], generator)
 
 
 def steer_bonus(next_token: list[int], held: list[list[int]], hit: float, coins: torch.Generator) -> list[int]:
@@ -123,7 +133,8 @@ class SyntheticRule:
         width = draft_tokens.shape[1]
         num_accepted = synthetic_num_accepted(num_proposed, width, self.acceptance.rate, self.coins)  # [B]
         num_accepted = num_accepted.to(target_logits.device)
-        next_token = target_token_after(target_logits, num_accepted, sampling, generator)  # [B]
+        next_token = target_token_after(target_logits, num_accepted, draft_tokens, num_proposed, sampling,
+                                        generator)  # [B]
         if self.acceptance.hit is not None and self.held_bonuses is not None:
             held = self.held_bonuses(num_accepted.tolist())
             steered = steer_bonus(next_token.tolist(), held, self.acceptance.hit, self.coins)
