@@ -22,7 +22,8 @@ from tiny_models import tiny_pair
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app
-from ssdbench.sampling.synthetic import SyntheticAcceptance, SyntheticRule, parse_acceptance
+from ssdbench.sampling.acceptance_setting import SyntheticAcceptance, parse_acceptance
+from ssdbench.sampling.synthetic import SyntheticRule
 
 runner = CliRunner()
 K = 4

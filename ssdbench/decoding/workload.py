@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.sampling.params import RowSampling, SamplingParams
-from ssdbench.sampling.synthetic import EXACT, SyntheticAcceptance
+from ssdbench.sampling.acceptance_setting import EXACT, SyntheticAcceptance
 
 WARMUP_TOKENS = 8  # first calls of a shape pay one-off kernel set-up; a short decode keeps that out of the records
 

@@ -25,7 +25,8 @@ from ssdbench.projection.calibrate import calibrate
 from ssdbench.run.plan import RunPlan, Variant
 from ssdbench.run.schedule import schedule
 from ssdbench.sampling.accept import verify_proposal
-from ssdbench.sampling.synthetic import EXACT, SyntheticRule
+from ssdbench.sampling.acceptance_setting import EXACT
+from ssdbench.sampling.synthetic import SyntheticRule
 
 
 def count_units(plan: RunPlan, workload: Workload) -> int:

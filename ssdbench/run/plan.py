@@ -28,7 +28,7 @@ from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_
 from ssdbench.records.reader import load_run
 from ssdbench.run.settings import RunSettings
 from ssdbench.sampling.params import SamplingParams
-from ssdbench.sampling.synthetic import parse_acceptance
+from ssdbench.sampling.acceptance_setting import parse_acceptance
 from ssdbench.speculation.fan_out import FanOut, build_fan_out
 from ssdbench.speculation.mailbox import check_store_order
 from ssdbench.speculation.policy import SsdPolicy

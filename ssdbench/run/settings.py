@@ -12,7 +12,7 @@ from pathlib import Path
 from ssdbench.errors import UsageError
 from ssdbench.models.drafts import SELF_INT8
 from ssdbench.models.memory_plan import MAX_K
-from ssdbench.sampling.synthetic import parse_acceptance
+from ssdbench.sampling.acceptance_setting import parse_acceptance
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 
 ENGINES = ("native", "hf")

@@ -10,65 +10,18 @@ Outputs are therefore NOT the target's; runs say so everywhere.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from ssdbench.errors import UsageError
+from ssdbench.sampling.acceptance_setting import SyntheticAcceptance
 from ssdbench.sampling.accept import Verdict, leading_true, real_columns
 from ssdbench.sampling.params import RowSampling
 from ssdbench.sampling.probs import logits_to_probs, sample_from
 
-EXACT = "exact"
 SEED_OFFSET = 0x53594E  # the synthetic coins' stream is distinct from the sampling generator's
-_SPEC = re.compile(r"synthetic:([^,]+)(?:,hit=(.+))?")
 
 HeldBonuses = Callable[[list[int]], list[list[int]]]  # num_accepted per row -> bonus tokens the cache holds for it
-
-
-@dataclass(frozen=True)
-class SyntheticAcceptance:
-    """Accept each drafted token with probability `rate`; with `hit`, steer ssd's bonus onto the cache."""
-
-    rate: float
-    hit: float | None = None
-
-    @property
-    def label(self) -> str:
-        """The canonical text, as the manifest and the steps table record it."""
-        return f"synthetic:{self.rate:g}" + ("" if self.hit is None else f",hit={self.hit:g}")
-
-
-def parse_acceptance(text: str) -> SyntheticAcceptance | None:
-    """`exact` -> None; `synthetic:RATE[,hit=H]` with RATE in (0, 1], H in [0, 1]; else a one-line UsageError."""
-    text = text.strip()
-    if text == EXACT:
-        return None
-    match = _SPEC.fullmatch(text)
-    if match is None:
-        raise UsageError(f"--acceptance: expected 'exact' or 'synthetic:RATE[,hit=H]' (e.g. synthetic:0.8), "
-                         f"got '{text}'")
-    rate = _number(match.group(1), "RATE")
-    if not 0 < rate <= 1:
-        raise UsageError(f"--acceptance {text}: RATE must be in (0, 1], got {rate:g}")
-    if match.group(2) is None:
-        return SyntheticAcceptance(rate)
-    hit = _number(match.group(2), "hit")
-    if not 0 <= hit <= 1:
-        raise UsageError(f"--acceptance {text}: hit must be in [0, 1], got {hit:g}")
-    return SyntheticAcceptance(rate, hit)
-
-
-def _number(text: str, name: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"--acceptance: {name} must be a number, got '{text}'") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise UsageError(f"--acceptance: {name} must be a finite number, got '{text}'")
-    return value
 
 
 def synthetic_num_accepted(num_proposed: torch.Tensor, width: int, rate: float,
