@@ -30,7 +30,7 @@ def steps_cols() -> dict:
         "repeat": [0] * n, "round": [0, 1, 0], "batch_size": [1] * n, "row": [0] * n,
         "proposed": [4, 4, 4], "accepted": [4, 1, 2], "emitted": [5, 2, 3],
         "bonus_token": [11, 12, 13], "cache_hit": [None, None, True],
-        "backup": [None, None, None], "fan_out_total": [None, None, 15],
+        "backup": [None, None, None], "fan_out_total": [None, None, 15], "acceptance": ["exact"] * n,
         "t_start_ns": [1_000, 2_000, 3_000], "draft_ms": [1.5, 1.25, 0.0],
         "verify_ms": [3.0, 3.5, 3.25], "wait_ms": [0.0, 0.0, 0.5],
         "sample_ms": [0.25, 0.25, 0.25], "step_ms": [4.75, 5.0, 4.0],
@@ -254,13 +254,15 @@ def test_older_schema_version_goes_through_the_upgraders(tmp_path, monkeypatch):
 
 
 def _rewrite_as_v1(path) -> None:
-    """What a v1 run looked like on disk: no requests.batch_size, version 1 everywhere."""
+    """What a v1 run looked like on disk: no requests.batch_size (nor v3's steps.acceptance), version 1 everywhere."""
     import pyarrow.parquet as pq
 
     for name in schema.TABLE_NAMES:
         table = pq.read_table(path / f"{name}.parquet")
         if name == "requests":
             table = table.drop_columns(["batch_size"])
+        if name == "steps":
+            table = table.drop_columns(["acceptance"])
         meta = {**table.schema.metadata, schema.VERSION_KEY: b"1"}
         pq.write_table(table.replace_schema_metadata(meta), path / f"{name}.parquet")
     manifest = path / schema.MANIFEST_NAME
@@ -282,6 +284,8 @@ def test_v1_requests_gain_the_batch_size_they_ran_in(tmp_path):
     run = load_run(writer.path)
     assert run.manifest["schema_version"] == schema.SCHEMA_VERSION
     assert run.requests["batch_size"].tolist() == [2, 3, 1]
+    assert run.steps["acceptance"].tolist() == ["exact"] * 3  # every run before v3 used the exact rule
+    assert run.manifest["acceptance"] == "exact"
 
 
 @pytest.mark.parametrize("setup, message", [

@@ -128,6 +128,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("random_weights", "--random-weights", "Build --target (and a --draft alias) at its published shape "
               "(llama-3.1-70b, llama-3.1-8b, llama-3.2-1b, qwen3-32b, qwen3-0.6b, smollm2-135m) with random weights: "
               "times real shapes with no checkpoint; outputs are not any real model's. Native engine only.", bool),
+    RunOption("acceptance", "--acceptance", "How sd and ssd accept drafts: 'exact' (the acceptance rule) or "
+              "'synthetic:RATE' (timing aid, e.g. with --random-weights: each drafted token is accepted with "
+              "probability RATE in (0, 1], the token after the prefix is still the target's, the cost of a round "
+              "is unchanged). 'synthetic:RATE,hit=H' also steers ssd's bonus token onto one its speculation cache "
+              "holds with probability H, so its cache hit rate is about H. Outputs are then NOT the target's "
+              "(the run says so; compare refuses them beside exact runs). ar is unaffected.", str, listed=True),
     RunOption("trust_remote_code", "--trust-remote-code", "Allow a model folder's own Python code (config.json "
               "auto_map) to run; off by default, recorded in the manifest.", bool),
 )

@@ -83,8 +83,11 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
         summary["joules_per_token"] = summary["label"].map(energy).astype(float)
     ssd = ssd_overview(steps) if plan.ssd is not None else None
     greedy = plan.decode.greedy
+    if plan.decode.synthetic is not None:  # always, whatever the models and the format (stderr with json)
+        _print_synthetic(plan, console)
     if format == "json":
-        payload = {"run_dir": str(path), "summary": summary.to_dict(orient="records"),
+        payload = {"run_dir": str(path), "acceptance": plan.decode.acceptance,
+                   "summary": summary.to_dict(orient="records"),
                    "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
                    "exactness": exactness_line(summary, greedy=greedy), "prediction": _model_check_rows(path)}
         typer.echo(strict_json.dumps(payload, default=float))
@@ -104,6 +107,8 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     if plan.models.random_weights:
         console.print("[bold yellow]random weights[/]: published shapes with random weights (--random-weights); the "
                       "timings are the shapes', the outputs and acceptance are no real model's.")
+    if plan.decode.synthetic is not None:
+        _print_synthetic(plan, console)
     _print_self_skip(manifest, console)
     _print_model_check(path, console)
     console.print(f"Records: {path}")
@@ -116,6 +121,15 @@ def _gpu_samples(path):
 
     file = path / "gpu.parquet"
     return pq.read_table(file).to_pandas() if file.is_file() else pd.DataFrame()
+
+
+def _print_synthetic(plan: RunPlan, console: Console) -> None:
+    synthetic = plan.decode.synthetic
+    affected = " and ".join(m.name for m in plan.methods if m.uses_draft and not m.is_baseline) or "no method here"
+    hits = "" if synthetic.hit is None else f"; ssd's bonus steered onto its cache with probability {synthetic.hit:g}"
+    console.print(f"[bold yellow]synthetic acceptance[/] ({synthetic.label}): {affected} accepted each drafted token "
+                  f"with probability {synthetic.rate:g}{hits}. Their outputs are NOT the target's; only the timings "
+                  "of rounds at that acceptance are real (ar and transformers' baselines are unaffected).")
 
 
 def _print_self_skip(manifest: dict, console: Console) -> None:

@@ -14,7 +14,8 @@ from ssdbench.records.schema import COLUMNS
 STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("row", "extras"))
 KEY_FIELDS = ("run_id", "method", "engine", "suite", "prompt_id", "request_idx", "repeat")
 # steps columns a method fills through StepRecord.extras (ssd: cache_hit, backup, fan_out_total); null for the others
-EXTRA_STEP_COLUMNS = tuple(c.name for c in COLUMNS["steps"] if c.name not in (*KEY_FIELDS, *STEP_FIELDS, "row"))
+EXTRA_STEP_COLUMNS = tuple(c.name for c in COLUMNS["steps"]
+                           if c.name not in (*KEY_FIELDS, *STEP_FIELDS, "row", "acceptance"))
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,10 @@ class Recorder:
             self._append(self.events, {"run_id": self.run_id, "method": method, "role": role, "kind": kind,
                                        "t_start_ns": start_ns, "t_end_ns": end_ns})
 
-    def add_steps(self, keys: list[RequestKey], records: list[StepRecord]) -> None:
+    def add_steps(self, keys: list[RequestKey], records: list[StepRecord], *, acceptance: str = "exact") -> None:
+        """acceptance: how these rounds accepted drafts (`exact`, or `synthetic:...`: outputs not the target's)."""
         for record in records:
-            self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row])})
+            self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row]), "acceptance": acceptance})
             self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS})
             self._append(self.steps, {name: record.extras.get(name) for name in EXTRA_STEP_COLUMNS})
             self._append(self.steps, {"row": record.row})

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.sampling.params import RowSampling, SamplingParams
+from ssdbench.sampling.acceptance_setting import EXACT, SyntheticAcceptance
 
 WARMUP_TOKENS = 8  # first calls of a shape pay one-off kernel set-up; a short decode keeps that out of the records
 
@@ -41,6 +42,12 @@ class DecodeSettings:
     ignore_eos: bool = False
     target: SamplingParams = SamplingParams()
     draft: SamplingParams = SamplingParams()  # what drafts sample at (exact either way)
+    synthetic: SyntheticAcceptance | None = None  # --acceptance synthetic:...; None: the exact rule
+
+    @property
+    def acceptance(self) -> str:
+        """How sd/ssd rounds accept, as recorded: `exact` or the synthetic setting's label."""
+        return EXACT if self.synthetic is None else self.synthetic.label
 
     @property
     def greedy(self) -> bool:

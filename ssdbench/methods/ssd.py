@@ -27,6 +27,7 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
         skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
         random_shape=source.name if settings.random_weights else None,
         random_seed=source.seed if settings.random_weights else 0, cuda_graphs=settings.cuda_graphs,
+        posts_forks=ctx.decode.synthetic is not None and ctx.decode.synthetic.hit is not None,
     )
 
 

@@ -34,8 +34,13 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, *, baseline: str = "a
         row.update(_throughput(group))
         row.update(_speedup(group, requests[requests["label"] == baseline]))
         row.update(end_to_end_speedup(group, requests[requests["label"] == baseline]))
-        row.update(_acceptance(steps[steps["label"] == label], row["method"]))
-        row.update(_outputs_match(group, requests[requests["label"] == baseline]))
+        own_steps = steps[steps["label"] == label]
+        row.update(_acceptance(own_steps, row["method"]))
+        row["acceptance"] = acceptance_of(own_steps)
+        if row["acceptance"] == "exact":
+            row.update(_outputs_match(group, requests[requests["label"] == baseline]))
+        else:  # drafts accepted by coin flips: the outputs are not the target's, identity means nothing
+            row["outputs_match"] = float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -147,6 +152,14 @@ def cache_hits(steps: pd.DataFrame) -> dict:
         "acceptance_length_hit": float(emitted[is_hit].mean()) if is_hit.any() else nan,
         "acceptance_length_miss": float(emitted[is_miss].mean()) if is_miss.any() else nan,
     }
+
+
+def acceptance_of(steps: pd.DataFrame) -> str:
+    """How a variant's rounds accepted drafts: `exact`, or the synthetic setting (steps.acceptance)."""
+    if "acceptance" not in steps.columns:  # frames built without the column: the exact rule
+        return "exact"
+    synthetic = [a for a in steps["acceptance"].dropna().unique() if a != "exact"]
+    return str(synthetic[0]) if synthetic else "exact"
 
 
 def _outputs_match(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:

@@ -44,8 +44,15 @@ def _v1_to_v2(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
     return manifest, {**tables, "requests": requests}
 
 
+def _v2_to_v3(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
+    """v3 adds steps.acceptance; every earlier run used the exact rule."""
+    steps = tables["steps"]
+    steps = steps.append_column("acceptance", pa.array(["exact"] * steps.num_rows, type=pa.string()))
+    return {**manifest, "acceptance": manifest.get("acceptance", "exact")}, {**tables, "steps": steps}
+
+
 # UPGRADERS[n] turns a version-n run into a version-(n+1) run.
-UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2}
+UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 _NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                     pa.bool_(): pd.BooleanDtype()}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2  # v2: requests.batch_size
+SCHEMA_VERSION = 3  # v2: requests.batch_size; v3: steps.acceptance
 # Key under which the version is stored in each Parquet file's key-value metadata.
 VERSION_KEY = b"ssdbench.schema_version"
 TABLE_KEY = b"ssdbench.table"
@@ -75,6 +75,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            "otherwise", nullable=True),
         _c("fan_out_total", _I32, "ssd: branches built for this sequence (sum of F_k); null "
            "outside ssd", nullable=True),
+        _c("acceptance", _STR, "how this round accepted drafts: 'exact' (the acceptance rule) or "
+           "'synthetic:RATE[,hit=H]' (--acceptance: a timing aid; accepted counts are drawn, outputs are not "
+           "the target's). ar's rounds are always exact"),
         _c("t_start_ns", _I64, "round start, time.time_ns()"),
         _c("draft_ms", _F64, "time the verifier spent drafting (sd, ssd jit backup)"),
         _c("verify_ms", _F64, "target forward and acceptance"),

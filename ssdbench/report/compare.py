@@ -29,6 +29,9 @@ def _hardware(manifest: dict) -> dict:
 
 # What makes two runs' numbers incomparable: (name, how to read it from a manifest).
 FAIRNESS: tuple[tuple[str, Callable[[dict], object]], ...] = (
+    # first, so a refusal names it: synthetic acceptance (--acceptance) times rounds of a made-up
+    # acceptance, never to be set beside the real rule
+    ("acceptance", lambda m: m.get("acceptance", "exact")),
     ("model weights", lambda m: m.get("model_hashes")),
     ("dtype", lambda m: (m.get("config") or {}).get("dtype")),
     ("attention backend", lambda m: m.get("attention_backend")),
@@ -158,6 +161,7 @@ def _mark_sampled(rows: pd.DataFrame, requests: pd.DataFrame, baseline: str | No
     rows["is_greedy"] = rows["label"].map(greedy).astype(bool)
     rows["outputs_match"] = rows["outputs_match"].astype(object)
     rows.loc[~(rows["is_greedy"] & base_greedy), "outputs_match"] = None
+    rows.loc[rows["acceptance"] != "exact", "outputs_match"] = None
     return rows
 
 

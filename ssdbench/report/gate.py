@@ -20,7 +20,7 @@ from ssdbench.errors import UsageError
 from ssdbench.records.reader import Run
 from ssdbench.report.compare import paired
 from ssdbench.metrics.stats import geometric_mean_ci
-from ssdbench.metrics.summary import PAIR_KEYS, add_label
+from ssdbench.metrics.summary import PAIR_KEYS, acceptance_of, add_label
 
 PASS, FAIL, INSUFFICIENT, NOISE, NOT_APPLICABLE = "pass", "FAIL", "insufficient data", "pass (within noise)", "n/a"
 MIN_PAIRS = 5
@@ -185,6 +185,11 @@ def _check_pooled(check: Check, base: dict, cand: dict, label: str, *, min_pairs
 
 def _check_outputs(check: Check, base: dict, cand: dict, label: str, *, min_pairs: int) -> tuple[str, str] | None:
     """Greedy: the candidate's outputs equal the baseline's for this variant, and its own ar's."""
+    synthetic = {acceptance_of(side[label][1]) for side in (base, cand)} - {"exact"}
+    if synthetic:  # refused, not marked n/a: a gate that silently skips its exactness check would pass
+        raise UsageError(f"--fail-on {check.text}: {label} ran with synthetic acceptance "
+                         f"({', '.join(sorted(synthetic))}): its outputs are not the target's, so there is no "
+                         "exactness to gate; drop outputs_match or gate an exact run")
     if not ((base[label][0]["temperature"] == 0).all() and (cand[label][0]["temperature"] == 0).all()):
         return NOT_APPLICABLE, "sampled: outputs differ by design (exactness under sampling is tested, not gated)"
     references = [(f"the baseline's {label}", base[label][0])]

@@ -59,6 +59,8 @@ def _outputs(row: pd.Series, baseline: str | None) -> str:
         return "–"
     if row["label"] == baseline:
         return "(baseline)"
+    if row.get("acceptance", "exact") != "exact":
+        return "n/a (synthetic acceptance)"
     if row["outputs_match"] is None:  # the variant or the baseline sampled
         return "n/a (sampled)"
     return _num(row["outputs_match"], "{:.0%}")

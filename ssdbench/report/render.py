@@ -48,6 +48,11 @@ def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
 def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
     """Whether every variant's outputs equalled `ar`'s, or why that is not the check under sampling."""
     others = summary[summary["label"] != "ar"]
+    if "acceptance" in others.columns and (others["acceptance"] != "exact").any():
+        synthetic = others[others["acceptance"] != "exact"]
+        return (f"Outputs: n/a (synthetic acceptance, {synthetic['acceptance'].iloc[0]}): "
+                f"{', '.join(synthetic['label'])} accepted drafts by coin flips, so their outputs are NOT the "
+                "target's and are not compared with ar.")
     if not greedy:
         return ("Sampling run: outputs differ by design; exactness under sampling is checked by the "
                 "test suite's goodness-of-fit tests, not per run.")

@@ -16,13 +16,17 @@ import torch
 from ssdbench.decoding.batch import RowState, new_batch
 from ssdbench.decoding.loop import decode_batch
 from ssdbench.decoding.recorder import Recorder, RequestKey
-from ssdbench.decoding.workload import WARMUP_TOKENS, Workload
+from ssdbench.decoding.protocols import Proposer
+from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
 from ssdbench.methods.base import MethodContext, ProposerFactory
 from ssdbench.models.model_set import ModelSet
 from ssdbench.profiling.placement import pinned
 from ssdbench.projection.calibrate import calibrate
 from ssdbench.run.plan import RunPlan, Variant
 from ssdbench.run.schedule import schedule
+from ssdbench.sampling.accept import verify_proposal
+from ssdbench.sampling.acceptance_setting import EXACT
+from ssdbench.sampling.synthetic import SyntheticRule
 
 
 def count_units(plan: RunPlan, workload: Workload) -> int:
@@ -92,7 +96,7 @@ def _run_loop_batch(ctx: MethodContext, variant: Variant, repeat: int, idx: list
     batch, timing, steps = _decode_requests(ctx, variant, idx, seed=seed, max_new_tokens=decode.max_new_tokens,
                                             factory=factory)
     keys = [RequestKey(variant.name, variant.engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
-    ctx.recorder.add_steps(keys, steps)
+    ctx.recorder.add_steps(keys, steps, acceptance=ctx.decode.acceptance if variant.method.uses_draft else EXACT)
     rounds_per_row = Counter(s.row for s in steps)  # one pass over the batch's records
     for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
         times = (timing.start_ns, timing.first_token_ns, timing.row_end_ns[row_idx])
@@ -111,11 +115,20 @@ def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, se
     )
     sampling = ctx.decode.rows(len(idx), draft=False, device=target.device)
     try:
-        timing, steps = decode_batch(target, proposer, batch, sampling, generator)
+        timing, steps = decode_batch(target, proposer, batch, sampling, generator,
+                                     verify=_acceptance_rule(ctx.decode, proposer, seed=seed))
     finally:
         if proposer is not None:
             proposer.close()
     return batch, timing, steps
+
+
+def _acceptance_rule(decode: DecodeSettings, proposer: Proposer | None, *, seed: int):
+    """The exact rule, or (--acceptance synthetic:...) the synthetic one for rounds that verify drafts;
+    ar's rounds verify nothing and stay exact."""
+    if decode.synthetic is None or proposer is None:
+        return verify_proposal
+    return SyntheticRule(decode.synthetic, seed=seed, held_bonuses=getattr(proposer, "held_bonuses", None))
 
 
 def _baseline_runner(variant: Variant, ctx: MethodContext) -> _Runner:

@@ -28,6 +28,7 @@ from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_
 from ssdbench.records.reader import load_run
 from ssdbench.run.settings import RunSettings
 from ssdbench.sampling.params import SamplingParams
+from ssdbench.sampling.acceptance_setting import parse_acceptance
 from ssdbench.speculation.fan_out import FanOut, build_fan_out
 from ssdbench.speculation.mailbox import check_store_order
 from ssdbench.speculation.policy import SsdPolicy
@@ -134,6 +135,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
         target=SamplingParams(temperature=settings.temperature, top_p=settings.top_p),
         draft=SamplingParams(temperature=settings.temperature if settings.draft_temperature is None
                              else settings.draft_temperature, top_p=settings.top_p),
+        synthetic=parse_acceptance(settings.acceptance),
     )
     ssd = ssd_policy(settings) if own_process else None  # ssd is the method with a draft process of its own
     if ssd is not None:

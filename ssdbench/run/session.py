@@ -69,7 +69,10 @@ def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_inf
                                        else {"layers": list(models.skip_layers), "chosen_by": "--draft"})
     manifest = {"config": settings.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
                 "attention_backend": plan.models.attention, "engines": list(plan.models.engines),
-                "order": _describe_order(plan.order)}
+                "order": _describe_order(plan.order), "acceptance": plan.decode.acceptance}
+    if plan.decode.synthetic is not None:
+        manifest["acceptance_note"] = ("synthetic acceptance: sd and ssd accepted drafts by coin flips, not by the "
+                                       "target; their outputs are not the target's (ar's are)")
     for method in plan.methods:
         described = method.describe(plan.method_context("native", models, workload))
         if described is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ssdbench.errors import UsageError
 from ssdbench.models.drafts import SELF_INT8
 from ssdbench.models.memory_plan import MAX_K
+from ssdbench.sampling.acceptance_setting import parse_acceptance
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 
 ENGINES = ("native", "hf")
@@ -68,6 +69,7 @@ class RunSettings:
     round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S  # ssd: a draft alive but silent this long fails the run
     trust_remote_code: bool = False  # let transformers run Python shipped in a model folder
     random_weights: bool = False  # published shapes (--target/--draft aliases) with random weights, for timing
+    acceptance: str = "exact"  # exact | synthetic:RATE[,hit=H] (sampling/synthetic.py): a timing aid, outputs not the target's
 
     def __post_init__(self) -> None:
         _check_finite(self)
@@ -103,6 +105,7 @@ class RunSettings:
             raise UsageError(f"--saguaro-c must be in (0, 1], got {self.saguaro_c}")
         if not self.round_timeout_s > 0:
             raise UsageError(f"--round-timeout-s must be > 0 seconds, got {self.round_timeout_s}")
+        parse_acceptance(self.acceptance)  # one line for a malformed value or a RATE outside (0, 1]
         if len(set(self.methods)) != len(self.methods):
             raise UsageError(f"--methods lists a method twice: {','.join(self.methods)}")
 

@@ -45,8 +45,8 @@ def verify_proposal(
 def _verify_greedy(target_logits: torch.Tensor, draft_tokens: torch.Tensor, num_proposed: torch.Tensor) -> Verdict:
     best = target_logits.argmax(dim=-1)  # [B, K+1]
     num_k = draft_tokens.shape[1]
-    accepted = (draft_tokens == best[:, :num_k]) & _real_columns(num_proposed, num_k)  # [B, K]
-    num_accepted = _leading_true(accepted)  # [B]
+    accepted = (draft_tokens == best[:, :num_k]) & real_columns(num_proposed, num_k)  # [B, K]
+    num_accepted = leading_true(accepted)  # [B]
     next_token = best.gather(1, num_accepted.unsqueeze(1)).squeeze(1)  # [B]
     return Verdict(num_accepted=num_accepted, next_token=next_token)
 
@@ -64,8 +64,8 @@ def _verify_sampled(
     q_x = torch.ones_like(p_x) if draft_q is None else draft_q.gather(-1, tokens).squeeze(-1)  # [B, K]
     u = torch.rand(p_x.shape, generator=generator, device=p_x.device)  # [B, K] in [0, 1)
     # u < p/q has probability min(1, p/q); strict so that p(x) = 0 can never accept.
-    accepted = (u * q_x < p_x) & _real_columns(num_proposed, num_k)  # [B, K]
-    num_accepted = _leading_true(accepted)  # [B]
+    accepted = (u * q_x < p_x) & real_columns(num_proposed, num_k)  # [B, K]
+    num_accepted = leading_true(accepted)  # [B]
     next_dist = _next_token_distribution(p, draft_q, draft_tokens, num_accepted, num_proposed)  # [B, V]
     return Verdict(num_accepted=num_accepted, next_token=sample_from(next_dist, generator))
 
@@ -94,12 +94,12 @@ def _next_token_distribution(
     return torch.where(rejected.unsqueeze(-1), residual, p_n)
 
 
-def _real_columns(num_proposed: torch.Tensor, num_k: int) -> torch.Tensor:
+def real_columns(num_proposed: torch.Tensor, num_k: int) -> torch.Tensor:
     columns = torch.arange(num_k, device=num_proposed.device)  # [K]
     return columns.unsqueeze(0) < num_proposed.unsqueeze(1)  # [B, K]
 
 
-def _leading_true(flags: torch.Tensor) -> torch.Tensor:
+def leading_true(flags: torch.Tensor) -> torch.Tensor:
     """Length of the all-True prefix of each row. flags: [B, K] -> [B] int64."""
     if flags.shape[1] == 0:
         return torch.zeros(flags.shape[0], dtype=torch.int64, device=flags.device)

@@ -35,5 +35,9 @@ class SpeculationCache:
         found = self._rows[row].get((accepted, bonus))
         return found if found is not None and found.depth > 0 else None
 
+    def bonuses(self, row: int, accepted: int) -> list[int]:
+        """The bonus tokens a lookup for (row, accepted) would hit on."""
+        return [t for (k, t), found in self._rows[row].items() if k == accepted and found.depth > 0]
+
     def size(self, row: int) -> int:
         return len(self._rows[row])

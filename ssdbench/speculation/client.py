@@ -15,7 +15,7 @@ from ssdbench.errors import DraftServerError
 from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
 from ssdbench.speculation import mailbox as mb
-from ssdbench.speculation.codec import read_proposal, write_outcomes
+from ssdbench.speculation.codec import read_held_bonuses, read_proposal, write_outcomes
 from ssdbench.speculation.local import outcomes_of
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 from ssdbench.speculation.server import DraftSpec, serve
@@ -31,7 +31,8 @@ class DraftServer:
         self.spec = spec
         self.round_timeout_s = round_timeout_s
         self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, lookahead=spec.lookahead,
-                                     vocab_size=vocab_size, with_q=with_q, payload_device=payload_device)
+                                     vocab_size=vocab_size, with_q=with_q, payload_device=payload_device,
+                                     fork_width=spec.fan_out.budget if spec.posts_forks else 0)
         context = multiprocessing.get_context("spawn")
         self.process = context.Process(target=serve, args=(self.box, spec), name="ssdbench-draft", daemon=True)
         self._expected = 0
@@ -89,6 +90,14 @@ class DraftServer:
         if int(self.box.ctrl[mb.STATUS]) == mb.STATUS_ERROR:
             self._raise("the draft process failed")
 
+    def wait_for_fork(self) -> None:
+        """Block until the draft has posted the fork that follows the last answer (synthetic hits only).
+
+        Costs no more than ssd itself: the next answer comes after that fork in any case."""
+        if not self.box.wait_for(mb.FORK_SEQ, self._expected, is_alive=self.process.is_alive,
+                                 timeout_s=self.round_timeout_s):
+            self._raise("the draft process did not post its fork")
+
     @property
     def pending(self) -> bool:
         return int(self.box.ctrl[mb.RESP_SEQ]) != self._expected
@@ -138,6 +147,11 @@ class RemoteSsdProposer:
         self.server.post(mb.KIND_ROUND)
         self.server.wait()
         return read_proposal(box, n, wait_ms=(time.perf_counter() - start) * 1e3)
+
+    def held_bonuses(self, num_accepted: list[int]) -> list[list[int]]:
+        """Per row, the bonus tokens the draft's fork branches on for its accepted count (synthetic hits)."""
+        self.server.wait_for_fork()
+        return read_held_bonuses(self.server.box, num_accepted)
 
     def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
         self._last_accepted = verdict.num_accepted.tolist()

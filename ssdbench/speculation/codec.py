@@ -32,6 +32,23 @@ def read_outcomes(box: mb.Mailbox, num_rows: int) -> list[Outcome]:
     return [(bool(a), int(k), int(t)) for a, k, t in box.outcomes[:num_rows].tolist()]
 
 
+def write_forks(box: mb.Mailbox, branches) -> None:
+    """Draft process (synthetic hits only): the (k, bonus) of every branch the tree is about to grow, per row,
+    announced under the sequence number of the response just posted."""
+    forks = torch.full(box.forks.shape, -1, dtype=torch.int64)  # [B, budget, 2]
+    for b, row in enumerate(branches):
+        for n, branch in enumerate(row[: forks.shape[1]]):
+            forks[b, n, 0], forks[b, n, 1] = branch.accepted, branch.bonus
+    box.forks.copy_(forks)
+    box.ctrl[mb.FORK_SEQ] = int(box.ctrl[mb.RESP_SEQ])
+
+
+def read_held_bonuses(box: mb.Mailbox, num_accepted: list[int]) -> list[list[int]]:
+    """Verifier: per row, the bonus tokens posted for its accepted count."""
+    forks = box.forks[: len(num_accepted)].tolist()  # [B][budget][2]
+    return [[t for k, t in row if k == accepted] for row, accepted in zip(forks, num_accepted)]
+
+
 def ssd_extras(hit, backup, fan_out) -> dict[str, tuple]:
     """ssd's per-row telemetry, under the steps table's column names."""
     return {"cache_hit": tuple(bool(h) for h in hit), "backup": tuple(backup),

@@ -48,6 +48,10 @@ class LocalSsdProposer:
         draft_ms = (time.perf_counter() - start) * 1e3
         return proposal_from_answer(answer, draft_ms=draft_ms, wait_ms=draft_ms)
 
+    def held_bonuses(self, num_accepted: list[int]) -> list[list[int]]:
+        """Per row, the bonus tokens the cache holds for its accepted count (synthetic hits)."""
+        return [self.speculator.cache.bonuses(b, k) for b, k in enumerate(num_accepted)]
+
     def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
         self._last_accepted = verdict.num_accepted.tolist()
 

@@ -29,7 +29,7 @@ import torch
 from ssdbench.errors import UsageError
 
 # ctrl slots
-REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT = range(8)
+REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT, FORK_SEQ = range(9)
 KIND_BATCH, KIND_ROUND, KIND_STOP, KIND_PING = 1, 2, 3, 4  # PING: write a payload row back (round-trip probe)
 STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
@@ -49,7 +49,7 @@ def check_store_order() -> None:
 
 @dataclass
 class Mailbox:
-    ctrl: torch.Tensor  # [8] int64
+    ctrl: torch.Tensor  # [9] int64
     prompts: torch.Tensor  # [B, L] int64
     prompt_lens: torch.Tensor  # [B] int64
     temperature: torch.Tensor  # [B] float32, the draft's sampling settings per row
@@ -61,19 +61,22 @@ class Mailbox:
     times: torch.Tensor  # [4] float64: busy ms since last answer, backup ms, glue ms, tree ms
     error: torch.Tensor  # [ERROR_BYTES] uint8
     events: torch.Tensor  # [MAX_EVENTS, 3] int64: kind index, start ns, end ns
+    forks: torch.Tensor  # [B, budget, 2] int64: (accepted k, bonus) per branch, k = -1 past the last; synthetic hits only
 
     @classmethod
     def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool,
-               payload_device: str = "cpu") -> Mailbox:
+               payload_device: str = "cpu", fork_width: int = 0) -> Mailbox:
+        """fork_width: branches per row the fork may post (0: the draft does not post its fork)."""
         q_shape = (num_rows, lookahead, vocab_size) if with_q else (1, 1, 1)
         box = cls(
-            ctrl=torch.zeros(8, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
+            ctrl=torch.zeros(9, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
             prompt_lens=torch.zeros(num_rows, dtype=torch.int64), temperature=torch.zeros(num_rows),
             top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
             tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64, device=payload_device),
             meta=torch.zeros(num_rows, 4, dtype=torch.int64), q=torch.zeros(q_shape, device=payload_device),
             times=torch.zeros(4, dtype=torch.float64),
             error=torch.zeros(ERROR_BYTES, dtype=torch.uint8), events=torch.zeros(MAX_EVENTS, 3, dtype=torch.int64),
+            forks=torch.full((num_rows, max(fork_width, 1), 2), -1, dtype=torch.int64),
         )
         for tensor in vars(box).values():
             if tensor.device.type == "cpu":

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.speculation import mailbox as mb
-from ssdbench.speculation.codec import read_outcomes, write_answer
+from ssdbench.speculation.codec import read_outcomes, write_answer, write_forks
 from ssdbench.speculation.fan_out import FanOut
 
 
@@ -43,6 +43,7 @@ class DraftSpec:
     random_shape: str | None = None  # --random-weights: build this published shape with random weights instead
     random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
     cuda_graphs: str = "auto"  # the draft's plain steps replay CUDA graphs on CUDA (models/cuda_graphs.py)
+    posts_forks: bool = False  # --acceptance synthetic:...,hit=H: tell the verifier each fork (codec.write_forks)
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -56,6 +57,8 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
         box.ctrl[mb.STATUS] = mb.STATUS_ERROR
         return
     speculator.on_event = _record_to(box)
+    if spec.posts_forks:
+        speculator.on_fork = lambda branches: write_forks(box, branches)
     box.write_error(json.dumps(speculator.draft.kernel_names()))  # the start-up report; read before any error
     box.ctrl[mb.STATUS] = mb.STATUS_OK
     try:

@@ -83,6 +83,7 @@ class Speculator:
         self._tree_logits: list[torch.Tensor] = []
         self.chooser = ModeChooser() if fan_out.auto else None  # tree while verifying, or sync (see mode.py)
         self.on_event = on_event or (lambda kind, start_ns, end_ns: None)  # the draft's timeline
+        self.on_fork = None  # (branches per row) -> None: told the fork before the tree grows (synthetic hits only)
 
     # ---- a new batch -------------------------------------------------------------------
     def start_batch(self, prompts: list[list[int]], sampling: RowSampling, *, max_len: int) -> None:
@@ -220,6 +221,7 @@ class Speculator:
         if self.chooser is not None and self.chooser.mode == "sync":
             self.cache.reset()  # every row misses; jit feeds what the main line lacks, on the next request
             self.widths, self._prefill_logits = [0] * len(self.rows), None
+            self._tell_fork([[] for _ in self.rows])
             return stats
         start, start_ns = time.perf_counter(), time.time_ns()
         glue = self._glue()  # per row: logits [d+1, V]
@@ -232,10 +234,15 @@ class Speculator:
             cap = self.costs.branches_that_fit(self.k, cap)
         branches = fork_branches(self.rows, glue, self.fan_out, self.sampling, self._acceptance(), cap=cap)
         self.widths = [len(b) for b in branches]
+        self._tell_fork(branches)
         if any(branches) and not should_stop():
             self._grow_tree(branches, stats, should_stop)
         stats.tree_ms = (time.perf_counter() - start) * 1e3 - stats.glue_ms
         return stats
+
+    def _tell_fork(self, branches) -> None:
+        if self.on_fork is not None:
+            self.on_fork(branches)
 
     def _acceptance(self) -> float:
         return 0.6 if self._trials < 8 else min(max(self._accepted / self._trials, 0.05), 0.95)
