@@ -135,8 +135,8 @@ install_ssdbench() {
     [[ $where == "$REPO/ssdbench" ]] || echo "note: that is not this tree; the check imports ./ssdbench, whose ssdbench.kernels and suites_data still come from there"
     return 0
   fi
-  echo "== pip install --no-deps --no-build-isolation -e ."
-  timeout 180 "$PY" -m pip install --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "== pip install --no-index --no-deps --no-build-isolation -e ."
+  timeout 180 "$PY" -m pip install --disable-pip-version-check --no-index --no-deps --no-build-isolation -e .
 }
 
 setup() {
