@@ -59,6 +59,7 @@ MIN_STEP_S=20  # a step given less than this is skipped, not started
 START=$(date +%s)
 DEADLINE=$((START + BUDGET_S))
 export PYTHONUNBUFFERED=1 COLUMNS=160
+exec 3>&1  # the console: each step's outcome is shown there as it happens
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ssdbench-gpu-check.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -69,7 +70,10 @@ rm -f "$OUT_DIR"/{summary.md,summary.json,runs.tgz}
 SSDBENCH=("$PY" -c 'import sys; from ssdbench.cli.main import main; sys.exit(main())')
 MISSING=""
 
-record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$WORK/steps.tsv"; }
+record() {  # record NAME STATUS SECONDS [NOTE], also shown as it happens
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$WORK/steps.tsv"
+  echo "gpu check: $1: $2 (${3} s)${4:+: $4}" >&3
+}
 note() { echo "$*" >>"$WORK/notes.txt"; }
 selected() { [[ $STEPS == *" $1 "* ]]; }
 is_missing() { [[ " $MISSING " == *" $1 "* ]]; }
@@ -99,10 +103,19 @@ describe_machine() {
   echo "== ssdbench GPU check, $(date), mode $DEVICE, budget ${BUDGET_S} s"
   echo "commit: $(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo 'unknown (no git here)')"
   uname -a; echo "cores: $(nproc)"; free -g 2>/dev/null || true
-  if command -v nvidia-smi >/dev/null; then nvidia-smi || true; else echo "nvidia-smi: not found"; fi
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi || true
+    note "nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n1)"
+  else
+    echo "nvidia-smi: not found"
+  fi
   echo "== $PY: $(command -v "$PY")"
   "$PY" -m pip --version || echo "pip: not available"
-  "$PY" ci/gpu_check.py env "$WORK/env.json"
+  local rc=0
+  "$PY" ci/gpu_check.py env "$WORK/env.json" >"$WORK/env.txt" || rc=$?
+  cat "$WORK/env.txt"
+  sed 's/^/gpu check: /' "$WORK/env.txt" >&3
+  return $rc
 }
 
 check_requirements() {  # sets MISSING from the report's last line
@@ -187,13 +200,14 @@ tests() {
   test_step tests-device 150 -m "not slow and not gpu" $device_files
 }
 
-# bench NAME WANT_S RUN_ARGS...: one `ssdbench run --format json` into WORK/runs/NAME, its output
-# beside it; stderr into bench.log
+# bench NAME WANT_S NUM_PROMPTS RUN_ARGS...: one `ssdbench run --format json` into WORK/runs/NAME,
+# its output beside it; stderr into bench.log
 bench() {
-  local name=$1 want=$2 line
-  shift 2
+  local name=$1 want=$2 num_prompts=$3 line
+  shift 3
   if ! selected "$name"; then record "$name" "not selected" 0; return 0; fi
-  local args=(run "$@" --seed 0 --num-prompts "$PROMPTS" --max-new-tokens "$TOKENS" --format json --out "$WORK/runs/$name")
+  local args=(run "$@" --seed 0 --num-prompts "$num_prompts" --max-new-tokens "$TOKENS" --format json
+              --out "$WORK/runs/$name")
   line="ssdbench ${args[*]/#$WORK\//}"
   echo "$line" >"$WORK/runs/$name.cmd"
   echo "=== $name: $line" >>"$BENCH_LOG"
@@ -221,12 +235,14 @@ benchmarks() {
     note "ssdbench run has no --acceptance: the random-weight sd/ssd run without synthetic acceptance (random models agree on almost nothing, so few drafts are accepted)"
   fi
   local common=(--suite "$suite" --dtype "$DTYPE" "${DEVICE_FLAGS[@]}")
-  bench default 150 "${common[@]}" "${SSD_FLAGS[@]}" --methods ar,sd,ssd "${timeline[@]}"
+  bench default 150 "$PROMPTS" "${common[@]}" "${SSD_FLAGS[@]}" --methods ar,sd,ssd "${timeline[@]}"
   pack
-  bench random 180 "${common[@]}" "${SSD_FLAGS[@]}" "${RANDOM_PAIR[@]}" --random-weights --methods ar,sd,ssd \
-    "${acceptance[@]}" "${timeline[@]}"
+  # Half the prompts: random models rarely agree, so sd and ssd pay a verify and K draft steps for
+  # about one token, and a run stopped at its limit leaves no table.
+  bench random 180 $(((PROMPTS + 1) / 2)) "${common[@]}" "${SSD_FLAGS[@]}" "${RANDOM_PAIR[@]}" --random-weights \
+    --methods ar,sd,ssd "${acceptance[@]}" "${timeline[@]}"
   pack
-  bench hf 90 "${common[@]}" --methods ar,hf-generate
+  bench hf 90 "$PROMPTS" "${common[@]}" --methods ar,hf-generate
 }
 
 pack() {  # runs.tgz and the summary as they stand, so a check stopped from outside still leaves them
