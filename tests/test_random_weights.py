@@ -83,3 +83,27 @@ def test_what_random_weights_cannot_do_is_one_line(tmp_path, extra, fragments):
         args += ["--target", "llama-3.2-1b"]
     assert_one_line_error(runner.invoke(app, args), *fragments)
     assert not (tmp_path / "run").exists()
+
+
+def test_random_weights_take_the_tokenizer_alone_from_a_folder(tmp_path, monkeypatch):
+    """A GPU machine without the 89 MiB model package tokenises with the tokenizer files alone."""
+    import shutil
+
+    from ssdbench.models.embedded import converted_folder, embedded_gguf_path
+    from ssdbench.models.random_weights import TOKENIZER_ENV, random_weights_tokenizer
+
+    embedded = converted_folder(embedded_gguf_path())
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(embedded / name, folder / name)
+    monkeypatch.setenv(TOKENIZER_ENV, str(folder))
+    text = "def add(a, b):\n    return a + b"
+    monkeypatch.delenv(TOKENIZER_ENV)
+    want = random_weights_tokenizer()(text)["input_ids"]
+    monkeypatch.setenv(TOKENIZER_ENV, str(folder))
+    assert random_weights_tokenizer()(text)["input_ids"] == want
+    monkeypatch.setenv(TOKENIZER_ENV, str(tmp_path / "absent"))
+    result = runner.invoke(app, ["run", "--target", "smollm2-135m", "--random-weights", "--suite", "smoke",
+                                 "--num-prompts", "1", "--out", str(tmp_path / "run")])
+    assert_one_line_error(result, TOKENIZER_ENV, "not a folder")

