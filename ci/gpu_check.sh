@@ -246,7 +246,7 @@ benchmarks() {
   bench random 180 $(((PROMPTS + 1) / 2)) "${common[@]}" "${SSD_FLAGS[@]}" "${RANDOM_PAIR[@]}" --random-weights \
     --methods ar,sd,ssd "${acceptance[@]}" "${timeline[@]}"
   pack
-  bench hf 90 "$PROMPTS" "${common[@]}" --methods ar,hf-generate
+  bench hf 120 "$PROMPTS" "${common[@]}" --methods ar,hf-generate,hf-static
 }
 
 pack() {  # runs.tgz and the summary as they stand, so a check stopped from outside still leaves them
