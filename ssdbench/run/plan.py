@@ -172,12 +172,16 @@ def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tup
 
 def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...]) -> None:
     """Random weights are built by the native engine only: no transformers model exists to run."""
+    _require_native_only("--random-weights builds native models only", methods, engines)
+
+
+def _require_native_only(why: str, methods: tuple[Method, ...], engines: tuple[str, ...]) -> None:
+    """One line unless every variant runs on the native engine (no --engine hf, no transformers baseline)."""
     if set(engines) != {"native"}:
-        raise UsageError("--random-weights builds native models only; use --engine native")
+        raise UsageError(f"{why}; use --engine native")
     baselines = [m.name for m in methods if m.is_baseline]
     if baselines:
-        raise UsageError(f"--random-weights builds native models only: {', '.join(baselines)} runs transformers' "
-                         "own model; drop it from --methods")
+        raise UsageError(f"{why}: {', '.join(baselines)} runs transformers' own model; drop it from --methods")
 
 
 def _cuda_graphs(settings: RunSettings, *devices: str) -> str:
@@ -198,12 +202,7 @@ def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engi
     dev = torch.device(device)
     if dev.type == "cuda":
         check_device(f"cuda:{(dev.index or 0) + tp - 1}", flag=f"--tp {tp} (its last rank)")
-    if set(engines) != {"native"}:
-        raise UsageError("--tp splits the native engine's target; use --engine native")
-    baselines = [m.name for m in methods if m.is_baseline]
-    if baselines:
-        raise UsageError(f"--tp splits the native target: {', '.join(baselines)} runs transformers' own model; "
-                         "drop it from --methods")
+    _require_native_only("--tp splits the native engine's target", methods, engines)
     if draft.kind == SELF_SKIP:
         raise UsageError("--tp: the self-skip draft shares the target's layers, which are split over ranks; "
                          "use another --draft")
