@@ -121,7 +121,9 @@ def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequ
         raise UsageError(f"linear kernel {kernel!r} does not work for {str(dtype).removeprefix('torch.')} on "
                          f"{device}: {trials[0].reason}; use --linear-kernel auto")
     if sum(t.works for t in trials) > 1:
-        trials = [_time(t, device, dtype, shapes) if t.works else t for t in trials]
+        working = [(t, _factory(t.kernel, device, dtype)) for t in trials if t.works]
+        timed = iter(probe.time_kernels(working, shapes, device=device, dtype=dtype))
+        trials = [next(timed) if t.works else t for t in trials]
     choice = probe.choose(trials)
     if not allow_split and choice.few != choice.many:
         choice = probe.DenseChoice(choice.many, choice.many, choice.split_rows, choice.trials)
@@ -148,7 +150,3 @@ def _check(name: str, device, dtype: torch.dtype) -> probe.KernelTrial:
     if unavailable is not None and (reason := unavailable(device, dtype)) is not None:
         return probe.KernelTrial(name, works=False, reason=reason)
     return probe.check_kernel(name, _factory(name, device, dtype), device=device, dtype=dtype)
-
-
-def _time(trial: probe.KernelTrial, device, dtype: torch.dtype, shapes) -> probe.KernelTrial:
-    return probe.time_kernel(trial, _factory(trial.kernel, device, dtype), shapes, device=device, dtype=dtype)

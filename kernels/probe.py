@@ -5,7 +5,8 @@ No kernel is assumed to work from the CPU's name: oneDNN's packed bf16 path need
 but, on some CPUs, several times slower than `x @ w_t` for one row. So each candidate is
 first run once on a tiny input and checked against a float64 reference (it must work and
 be right), then timed on the model's own projection shapes at one row (a decode step) and
-at several rows (a verify, a batch, a tree step). The cheapest kernel for each row count
+at several rows (a verify, a batch, a tree step), the candidates taking turns over 15 rounds
+so a burst of other work on the machine slows them all alike. The cheapest kernel for each row count
 wins; when one kernel wins for one row and another for many, the linear keeps the weight
 in both layouts and dispatches on the row count (twice the dense weights' memory, so only
 where the caller allows it).
@@ -32,7 +33,8 @@ from ssdbench.profiling.environment import cpu_model
 TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 PROBE_ROWS = (1, 2, 4, 8)  # a decode step up to a verify of K+1 = 8 rows (oneDNN's packing is tuned for ~8)
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_REPEATS = 7
+PROBE_VERSION = "probe2"  # in the cache key: choices an earlier probe made are not reused
+PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
 
 
@@ -88,16 +90,34 @@ def check_kernel(name: str, make: Factory, *, device, dtype: torch.dtype) -> Ker
     return KernelTrial(name, works=True)
 
 
-def time_kernel(trial: KernelTrial, make: Factory, shapes: Sequence[tuple[int, int]], *, device,
-                dtype: torch.dtype, rows: Iterable[int] = PROBE_ROWS) -> KernelTrial:
-    """Median ms for one call over every shape (in_features, out_features) at each row count."""
+def time_kernels(candidates: Sequence[tuple[KernelTrial, Factory]], shapes: Sequence[tuple[int, int]], *, device,
+                 dtype: torch.dtype, rows: Iterable[int] = PROBE_ROWS,
+                 rounds: int = PROBE_ROUNDS) -> list[KernelTrial]:
+    """Median ms for one call over every shape (in_features, out_features), per candidate and row count.
+
+    The candidates take turns, one call each per round, for `rounds` rounds: on a shared machine a
+    burst of someone else's work then slows every candidate's samples alike, where timing one
+    candidate after another once let a single burst decide a choice that is cached for good.
+    """
+    rows = tuple(rows)
     gen = torch.Generator().manual_seed(1)
-    linears = [make(torch.randn(o, i, generator=gen), None) for i, o in _capped(shapes)]
-    timed = []
-    for r in rows:
-        xs = [torch.randn(1, r, i, generator=gen).to(device=device, dtype=dtype) for i, _ in _capped(shapes)]
-        timed.append((r, _median_ms(lambda: [f(x) for f, x in zip(linears, xs)], device)))
-    return KernelTrial(trial.kernel, works=True, ms_by_rows=tuple(timed))
+    weights = [torch.randn(o, i, generator=gen) for i, o in _capped(shapes)]  # [out, in] each, shared
+    inputs = {r: [torch.randn(1, r, i, generator=gen).to(device=device, dtype=dtype) for i, _ in _capped(shapes)]
+              for r in rows}
+    built = [[make(w, None) for w in weights] for _, make in candidates]
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    samples: list[dict[int, list[float]]] = [{r: [] for r in rows} for _ in candidates]
+    for round_index in range(rounds + 1):  # round 0 warms up: first calls pay one-off set-up
+        for linears, times in zip(built, samples):
+            for r in rows:
+                start = time.perf_counter()
+                for f, x in zip(linears, inputs[r]):
+                    f(x)
+                sync()
+                if round_index:
+                    times[r].append((time.perf_counter() - start) * 1e3)
+    return [KernelTrial(trial.kernel, works=True, ms_by_rows=tuple((r, statistics.median(t[r])) for r in rows))
+            for (trial, _), t in zip(candidates, samples)]
 
 
 def choose(trials: Sequence[KernelTrial], *, rows: Sequence[int] = PROBE_ROWS) -> DenseChoice:
@@ -128,19 +148,6 @@ def _capped(shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(i, max(1, min(o, MAX_PROBE_ELEMENTS // i))) for i, o in shapes]
 
 
-def _median_ms(call: Callable[[], object], device) -> float:
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    call()  # warm-up: first calls pay one-off set-up
-    sync()
-    times = []
-    for _ in range(PROBE_REPEATS):
-        start = time.perf_counter()
-        call()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
 
@@ -155,7 +162,7 @@ def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], can
     """Host, processor, threads, dtype, shapes and candidates: what a choice depends on."""
     dev = torch.device(device)
     what = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_model()}|threads={torch.get_num_threads()}"
-    return f"{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
+    return f"{PROBE_VERSION}|{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
 
 
 def read_cached(path: Path, key: str) -> DenseChoice | None:
