@@ -118,3 +118,14 @@ def test_what_tp_cannot_do_is_one_line(tiny_folder, tmp_path, extra, fragments):
 
     assert_one_line_error(_run(tiny_folder, tmp_path / "run", *extra), *fragments)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_lazy_lookup_gives_the_state_dict_one_tensor_at_a_time(tiny_folder):
+    from ssdbench.models.weights import lazy_state_lookup
+
+    source = resolve_model(str(tiny_folder))
+    state = load_state_dict(source, dtype=torch.float32)
+    lookup = lazy_state_lookup(source, dtype=torch.float32)
+    for name, tensor in state.items():
+        assert torch.equal(lookup(name), tensor)
+    assert lookup("model.layers.9.mlp.up_proj.weight") is None

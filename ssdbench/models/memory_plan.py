@@ -10,7 +10,7 @@ be tight.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # shapes are only read here; importing them would pull torch into `--help`
@@ -110,17 +110,11 @@ def role_need(role: str, device: str, shape: ModelShape, lengths: Lengths, *, it
 
 def tensor_parallel_needs(shape: ModelShape, lengths: Lengths, *, devices: list[str], itemsize: int) -> list[RoleNeed]:
     """The target split over len(devices) ranks (tensor_parallel.py), one need per rank: its shard
-    of the layers and KV cache, and the embedding, norms and lm_head whole. A CPU rank also holds
-    the whole fp32 checkpoint it slices its shard from."""
-    tp = len(devices)
-    shard = shape.tensor_parallel_shard(tp)
-    needs = []
-    for rank, device in enumerate(devices):
-        need = role_need(f"target rank {rank}", device, shard, lengths, itemsize=itemsize)
-        if device.startswith("cpu"):  # role_need counted the shard's checkpoint; a rank loads it whole
-            need = replace(need, weights=need.weights + (shape.num_params() - shard.num_params()) * CPU_CHECKPOINT_BYTES)
-        needs.append(need)
-    return needs
+    of the layers and KV cache, and the embedding, norms and lm_head whole (each rank reads the
+    checkpoint a tensor at a time and keeps only its slices)."""
+    shard = shape.tensor_parallel_shard(len(devices))
+    return [role_need(f"target rank {rank}", device, shard, lengths, itemsize=itemsize)
+            for rank, device in enumerate(devices)]
 
 
 def needs_by_device(needs: list[RoleNeed]) -> dict[str, list[RoleNeed]]:

@@ -127,14 +127,13 @@ def _full_shape_and_weights(recipe: ShardRecipe, *, device):
     from ssdbench.models.llama import random_weights_lookup
     from ssdbench.models.random_weights import random_source
     from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_config, load_state_dict
+    from ssdbench.models.weights import lazy_state_lookup, load_config
 
     if recipe.random_shape is not None:
         source = random_source(recipe.random_shape, seed=recipe.random_seed, flag="--target")
         return source.shape, random_weights_lookup(source.shape, seed=source.seed, device=device)
     source = resolve_model(recipe.model_path, trust_remote_code=recipe.trust_remote_code)
-    state = load_state_dict(source, dtype=torch.float32)
-    return ModelShape.from_hf_config(load_config(source)), state.get
+    return ModelShape.from_hf_config(load_config(source)), lazy_state_lookup(source, dtype=torch.float32)
 
 
 class TensorParallelModel:

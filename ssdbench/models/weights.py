@@ -123,6 +123,29 @@ def load_state_dict(source: ModelSource, *, dtype: torch.dtype, device: str = "c
     return state
 
 
+def lazy_state_lookup(source: ModelSource, *, dtype: torch.dtype):
+    """name -> that one parameter read from its safetensors file (floating ones cast to `dtype`), or None:
+    what load_state_dict gives, without holding the whole checkpoint in memory (a tensor-parallel rank
+    keeps only its slices). A tied model answers None for "lm_head.weight", as load_state_dict's dict does."""
+    from safetensors import safe_open
+
+    where: dict[str, Path] = {}
+    for file in weight_files(source.path):
+        with safe_open(str(file), framework="pt") as reader:
+            where.update((key, file) for key in reader.keys())
+    if _tie_word_embeddings(source.path):
+        where.pop("lm_head.weight", None)
+
+    def lookup(name: str) -> torch.Tensor | None:
+        if name not in where:
+            return None
+        with safe_open(str(where[name]), framework="pt") as reader:
+            tensor = reader.get_tensor(name)
+        return tensor.to(dtype) if tensor.is_floating_point() else tensor
+
+    return lookup
+
+
 def _tie_word_embeddings(folder: Path) -> bool | None:
     """config.json's tie_word_embeddings; None when it does not say (the weights then tell)."""
     config = json.loads((folder / "config.json").read_text())
