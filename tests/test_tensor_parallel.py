@@ -7,7 +7,7 @@ import torch
 from ssdbench.errors import UsageError
 from ssdbench.models.llama import build_native_model
 from ssdbench.models.shape import ModelShape
-from ssdbench.models.tensor_parallel import ShardRecipe, launch, shard_lookup, shard_shape
+from ssdbench.models.tensor_parallel import ShardRecipe, launch, shard_lookup
 from ssdbench.models.weights import load_config, load_state_dict
 from ssdbench.models.source import resolve_model
 from tests.cli_fixtures import save_tiny_model
@@ -35,14 +35,14 @@ def test_shards_put_together_are_the_full_projections(tiny_folder):
     for name in ("model.layers.0.self_attn.o_proj.weight", "model.layers.1.mlp.down_proj.weight"):
         torch.testing.assert_close(torch.cat([p(name) for p in parts], dim=1), state[name], rtol=0, atol=0)
     assert parts[1]("model.embed_tokens.weight") is state["model.embed_tokens.weight"]  # replicated
-    local = shard_shape(shape, 2)
+    local = shape.tensor_parallel_shard(2)
     assert (local.num_heads, local.num_kv_heads, local.intermediate) == (2, 1, 32)
 
 
 def test_a_tp_that_does_not_divide_the_heads_is_one_line(tiny_folder):
     shape = ModelShape.from_hf_config(load_config(resolve_model(str(tiny_folder))))
     with pytest.raises(UsageError, match="--tp 3 does not divide the target's 4 attention heads"):
-        shard_shape(shape, 3)
+        shape.tensor_parallel_shard(3)
 
 
 def test_tp2_over_gloo_gives_tp1_logits_and_greedy_tokens(tiny_folder):

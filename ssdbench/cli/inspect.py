@@ -165,9 +165,10 @@ def _check_tensor_parallel_memory(config, dtype: str, device: str, tp: int) -> N
     """Each of the target's `tp` ranks fits its device (one line naming the first that does not)."""
     from ssdbench.models import memory_plan as mp
     from ssdbench.models.shape import ModelShape
-    from ssdbench.run.limits import available_bytes, tensor_parallel_devices
+    from ssdbench.models.tensor_parallel import rank_devices
+    from ssdbench.run.limits import available_bytes
 
-    ranks = tensor_parallel_devices(str(device), tp)
+    ranks = rank_devices(str(device), tp)
     for rank in ranks[1:]:
         check_device(rank, flag=f"--tp {tp} (its rank on {rank})")
     lengths = mp.Lengths(batch_size=1, prompt_tokens=CONTEXT_TOKENS, max_new_tokens=0, k=0)

@@ -255,9 +255,9 @@ class ModelSet:
 
     def _tensor_parallel_target(self):
         """The target split over `tp` ranks, rank 0 here; the others started now (tensor_parallel.py)."""
-        from ssdbench.models.tensor_parallel import ShardRecipe, check_tp, cpu_threads_per_rank, launch
+        from ssdbench.models.tensor_parallel import ShardRecipe, cpu_threads_per_rank, launch
 
-        check_tp(self.target_shape, self.config.tp)
+        self.target_shape.tensor_parallel_shard(self.config.tp)  # a one-line refusal unless tp divides it
         random = self.config.random_weights
         cpu = torch.device(self.device).type == "cpu"
         recipe = ShardRecipe(

@@ -54,16 +54,6 @@ class ShardRecipe:
     threads: int | None = None  # torch threads per rank (CPU)
 
 
-def check_tp(shape: ModelShape, tp: int) -> None:
-    """One line unless `tp` divides the heads, KV heads and intermediate size of `shape`."""
-    shape.tensor_parallel_shard(tp)
-
-
-def shard_shape(shape: ModelShape, tp: int) -> ModelShape:
-    """What one rank runs: 1/tp of the heads, KV heads and MLP columns."""
-    return shape.tensor_parallel_shard(tp)
-
-
 def shard_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, rank: int,
                  tp: int) -> Callable[[str], torch.Tensor | None]:
     """name -> rank `rank`'s slice of the full tensor `lookup(name)` gives (replicated tensors whole)."""
@@ -111,10 +101,11 @@ def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
     """Rank `rank`'s NativeCausalLM, its o/down projections all-reducing over `group`."""
     from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.llama import build_from_lookup
+    from ssdbench.models.model_set import torch_dtype
 
-    full, lookup = _full_shape_and_weights(recipe, device=_rank_device(recipe.device, rank))
-    local = build_from_lookup(shard_shape(full, tp), shard_lookup(full, lookup, rank=rank, tp=tp),
-                              device=_rank_device(recipe.device, rank), dtype=_dtype(recipe.dtype),
+    full, lookup = _full_shape_and_weights(recipe, device=rank_device(recipe.device, rank))
+    local = build_from_lookup(full.tensor_parallel_shard(tp), shard_lookup(full, lookup, rank=rank, tp=tp),
+                              device=rank_device(recipe.device, rank), dtype=torch_dtype(recipe.dtype),
                               backend=recipe.attention, weights="fp32", linear_kernel=recipe.linear_kernel,
                               cache=None if recipe.random_shape else default_cache_path())
     for layer in local.layers:
@@ -239,7 +230,7 @@ def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]
     compute, control = _join_groups(recipe, rank, tp, address)
     _, local = build_shard(recipe, rank=rank, tp=tp, group=compute)
     dist.barrier(group=control)
-    device = _rank_device(recipe.device, rank)
+    device = rank_device(recipe.device, rank)
     while True:
         message = [None]
         dist.broadcast_object_list(message, src=0, group=control)
@@ -254,20 +245,22 @@ def _join_groups(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, in
     """(compute group: the default one, NCCL on CUDA else gloo; control group: gloo)."""
     cuda = torch.device(recipe.device).type == "cuda"
     if cuda:
-        torch.cuda.set_device(torch.device(_rank_device(recipe.device, rank)))
+        torch.cuda.set_device(torch.device(rank_device(recipe.device, rank)))
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://{address[0]}:{address[1]}", rank=rank,
                             world_size=tp, timeout=datetime.timedelta(seconds=START_TIMEOUT_S))
     control = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return dist.group.WORLD, control
 
 
-def _rank_device(device: str, rank: int) -> str:
+def rank_device(device: str, rank: int) -> str:
+    """Rank `rank`'s device: the rank-th GPU from the target's on CUDA; the same host on CPU."""
     dev = torch.device(device)
     return f"cuda:{(dev.index or 0) + rank}" if dev.type == "cuda" else str(dev)
 
 
-def _dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+def rank_devices(device: str, tp: int) -> list[str]:
+    """Every rank's device, rank 0 first."""
+    return [rank_device(device, rank) for rank in range(tp)]
 
 
 def _free_port() -> int:

@@ -10,6 +10,7 @@ import dataclasses
 
 from ssdbench.errors import UsageError
 from ssdbench.models import memory_plan as mp
+from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.run.plan import RunPlan
 
 
@@ -99,7 +100,7 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
     rows = min(decode.batch_size, num_requests)  # a batch is never wider than the requests
     lengths = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k if speculative else 0)
     if plan.models.tp > 1:
-        ranks = tensor_parallel_devices(target_device, plan.models.tp)
+        ranks = rank_devices(target_device, plan.models.tp)
         needs = mp.tensor_parallel_needs(target_shape, lengths, devices=ranks, itemsize=itemsize)
     else:
         needs = [mp.role_need("target", target_device, target_shape, lengths, itemsize=itemsize, num_copies=copies)]
@@ -116,14 +117,6 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
                           tree_tokens=plan.ssd.fan_out.budget * decode.k)
         needs.append(mp.role_need("ssd draft", draft_device, draft_shape, tree, itemsize=itemsize, is_int8=is_int8))
     return needs
-
-
-def tensor_parallel_devices(device: str, tp: int) -> list[str]:
-    """Each rank's device: cuda:i..i+tp-1 from the target's GPU; every CPU rank on the host."""
-    if device.startswith("cuda"):
-        first = int(device.partition(":")[2] or 0)
-        return [f"cuda:{first + r}" for r in range(tp)]
-    return [device] * tp
 
 
 def _engine_copies(plan: RunPlan) -> int:

@@ -22,6 +22,7 @@ from ssdbench.methods.registry import get_method
 from ssdbench.models.drafts import SELF_SKIP, DraftChoice, parse_draft
 from ssdbench.models.memory_plan import MAX_TREE_TOKENS
 from ssdbench.models.model_set import ModelSet, ModelSettings
+from ssdbench.models.tensor_parallel import rank_device
 from ssdbench.profiling.devices import check_device
 from ssdbench.profiling.placement import Placement, check_disjoint, default_placements, parse_placement
 from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_fan_out
@@ -199,9 +200,8 @@ def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engi
                            device: str, tp: int) -> None:
     """A tensor-parallel target is a native model split over processes: nothing may need it whole;
     on CUDA its ranks take `tp` consecutive GPUs from the target's."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        check_device(f"cuda:{(dev.index or 0) + tp - 1}", flag=f"--tp {tp} (its last rank)")
+    if torch.device(device).type == "cuda":
+        check_device(rank_device(device, tp - 1), flag=f"--tp {tp} (its last rank)")
     _require_native_only("--tp splits the native engine's target", methods, engines)
     if draft.kind == SELF_SKIP:
         raise UsageError("--tp: the self-skip draft shares the target's layers, which are split over ranks; "
@@ -221,8 +221,8 @@ def placements(settings: RunSettings, *, own_process: bool) -> tuple[Placement, 
     if torch.device(settings.device).type == "cpu" and own_process:
         default_target, default_draft = default_placements()
     elif torch.device(settings.device).type == "cuda":  # ssd's draft: the first GPU after the target's ranks
-        spare = (torch.device(settings.device).index or 0) + settings.tp
-        default_draft = f"cuda:{spare}" if torch.cuda.device_count() > spare else settings.device
+        spare = rank_device(settings.device, settings.tp)
+        default_draft = spare if torch.cuda.device_count() > torch.device(spare).index else settings.device
     target = parse_placement(settings.target_device or default_target, flag="--target-device")
     draft = parse_placement(settings.draft_device or default_draft, flag="--draft-device")
     if own_process:

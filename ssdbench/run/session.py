@@ -17,7 +17,7 @@ from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet
-from ssdbench.models.tensor_parallel import check_tp
+from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
 from ssdbench.profiling.environment import capture_environment
 from ssdbench.profiling.nvml import GpuSampler
@@ -25,7 +25,7 @@ from ssdbench.profiling.placement import pinned
 from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run
 from ssdbench.report.timeline import plot_timeline
 from ssdbench.run.execute import count_units, run_all
-from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts, tensor_parallel_devices
+from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts
 from ssdbench.run.plan import RunPlan
 from ssdbench.suites import describe_template, load_suite, render_prompt_ids
 
@@ -139,7 +139,7 @@ def gpu_roles(plan: RunPlan) -> dict[int, str]:
             roles[index] = f"{roles[index]}+{role}" if index in roles else role
 
     tp = plan.models.tp
-    for rank, device in enumerate(tensor_parallel_devices(plan.target_placement.device, tp)):
+    for rank, device in enumerate(rank_devices(plan.target_placement.device, tp)):
         add(device, "target" if tp == 1 else f"target rank {rank}")
     if plan.loads_draft_model and any(m.uses_draft and not m.own_process for m in plan.methods):
         add(plan.target_placement.device, "draft")
@@ -167,7 +167,7 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     models.check_weights()
     _check_skip_layers(plan, models)
     if plan.models.tp > 1:
-        check_tp(models.target_shape, plan.models.tp)  # before anything is claimed or started
+        models.target_shape.tensor_parallel_shard(plan.models.tp)  # refused before anything is claimed or started
     workload, suite_info = prepare_workload(plan, models)
     workload, truncation = fit_prompts(plan, workload, limit)
     if truncation:
