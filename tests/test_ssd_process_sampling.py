@@ -2,8 +2,11 @@
 exactly the target's distribution, with Saguaro C < 1 and the fast backup.
 
 The draft process builds its tree concurrently and stops when the next request arrives, so
-which rounds hit depends on timing; exactness must hold whatever the pattern, and the test
-checks both hits and misses occurred. False-rejection rate: ALPHA (exactness.py).
+which rounds hit depends partly on timing; exactness must hold whatever the pattern. With a
+3-token vocabulary a fan-out of 2 covers every outcome, so a fast draft process hits every
+round (it did on CI); a fan-out of 1 leaves one outcome per position uncovered, so misses
+(about a fifth of rounds) occur whatever the timing, and the test checks both happened.
+False-rejection rate: ALPHA (exactness.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ K = 3
 ROWS, BATCHES = 400, 5  # 2000 samples
 POWER_BATCHES = 3  # 1200 samples: 400 gave p = 0.003 for uniform_bonus once (timing decides the hit pattern)
 SAGUARO_C = 0.3
+FAN_OUT = "1"  # leaves outcomes uncovered: misses do not depend on the draft process being slow
 TARGET_LAYERS, TARGET_HIDDEN = 4, 256
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -63,7 +67,8 @@ def draft_core() -> tuple[int, ...]:
 
 def sample_remote(target, draft_folder: Path, *, batches: int, verify=verify_proposal):
     """Counts of emitted sequences and the round records, decoding through the draft process."""
-    spec = spec_for(draft_folder, k=K, backup="fast", int8=False, saguaro_c=SAGUARO_C, cores=draft_core())
+    spec = spec_for(draft_folder, k=K, backup="fast", int8=False, saguaro_c=SAGUARO_C, cores=draft_core(),
+                    fan_out=FAN_OUT)
     counts: Counter = Counter()
     all_steps = []
     with DraftServer(spec, num_rows=ROWS, max_prompt=len(PROMPT), vocab_size=VOCAB, with_q=True) as server:
