@@ -49,7 +49,7 @@ def _cuda_target(folder):
 @pytest.mark.parametrize("payload_device", PAYLOAD_DEVICES)
 def test_what_the_verifier_reads_is_what_the_draft_wrote(folder, payload_device):  # noqa: F811
     """Greedy through the channel equals ar; sampled with top-p 0.3 (sparse q-rows), every proposal read is
-    consistent: each q-row a distribution, each proposed token inside its own row's support (a row read
+    consistent: each q-row it proposed from a distribution, each proposed token inside its own row's support (a row read
     stale or from another request would often put it outside)."""
     device = "cuda" if payload_device == "cuda" else "cpu"
     target = _target_on(folder, device)
@@ -69,10 +69,9 @@ def test_what_the_verifier_reads_is_what_the_draft_wrote(folder, payload_device)
             continue
         for tokens, q, depth in proposer.read:  # tokens [B, K], q [B, K, V], depth [B]
             assert q is not None and q.device.type == device
-            torch.testing.assert_close(q.sum(-1).cpu(), torch.ones(q.shape[:2]), rtol=0, atol=1e-4)
-            for b in range(tokens.shape[0]):
+            for b in range(tokens.shape[0]):  # rows past a proposal's depth are unused (a short last round)
                 for j in range(int(depth[b])):
-                    assert q[b, j, tokens[b, j]] > 0
+                    assert abs(float(q[b, j].sum()) - 1.0) < 1e-4 and q[b, j, tokens[b, j]] > 0
 
 
 @pytest.mark.parametrize("payload_device", PAYLOAD_DEVICES)
