@@ -20,12 +20,14 @@
  */
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #define LANES 16
-#define ROW_BLOCK 4 /* input rows sharing one pass over a weight row: 8 accumulators live */
+#define ROW_BLOCK 4 /* input rows sharing one widened int8 block: 8 accumulators, AVX2 fits them */
 
 typedef float f32v __attribute__((vector_size(LANES * sizeof(float))));
-typedef int8_t i8v __attribute__((vector_size(LANES)));
 
 static inline f32v load_f32(const float *p) {
   f32v v;
@@ -33,80 +35,106 @@ static inline f32v load_f32(const float *p) {
   return v;
 }
 
+/* 16 int8 widened to 16 floats (exact: every int8 is a float32). GCC turns neither a vector
+ * conversion nor a loop into the sign-extend-and-convert instructions, so where the compiler
+ * targets AVX-512 or AVX2 those are named; elsewhere the plain loop is correct, only slower. */
 static inline f32v load_i8(const int8_t *p) {
-  i8v v;
-  memcpy(&v, p, sizeof v);
-  return __builtin_convertvector(v, f32v); /* exact: every int8 is a float32 */
+#if defined(__AVX512F__)
+  return (f32v)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+#elif defined(__AVX2__)
+  const __m256 halves[2] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))))};
+  f32v v;
+  memcpy(&v, halves, sizeof v);
+  return v;
+#else
+  float f[LANES];
+  for (int l = 0; l < LANES; l++) f[l] = (float)p[l];
+  return load_f32(f);
+#endif
 }
 
+/* The lanes' sum in a fixed order, halving: (lo half + hi half) until four lanes are left. */
+typedef float f8v __attribute__((vector_size(8 * sizeof(float))));
+typedef float f4v __attribute__((vector_size(4 * sizeof(float))));
+
 static inline float lane_sum(f32v v) {
+  f8v lo8, hi8;
+  memcpy(&lo8, &v, sizeof lo8);
+  memcpy(&hi8, (const char *)&v + sizeof lo8, sizeof hi8);
+  const f8v s8 = lo8 + hi8;
+  f4v lo4, hi4;
+  memcpy(&lo4, &s8, sizeof lo4);
+  memcpy(&hi4, (const char *)&s8 + sizeof lo4, sizeof hi4);
+  const f4v s4 = lo4 + hi4;
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* One float32 weight row against one input row. */
+static inline float dot_f32(const float *restrict x, const float *restrict w, int64_t n) {
   float s = 0.f;
-  for (int l = 0; l < LANES; l++) s += v[l]; /* fixed order */
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; i++) s += x[i] * w[i];
   return s;
 }
 
-/* One weight row against `nr` input rows (nr a compile-time constant at each call site, so
- * the accumulators stay in registers). Two accumulators per row hide the add latency. */
-#define DEFINE_ROW_PASS(NAME, WTYPE, LOAD_W)                                                         \
-  static inline __attribute__((always_inline)) void NAME(const float *restrict x, const WTYPE *restrict wo, \
-                                                         int64_t in, int nr, float *restrict sums) {  \
-    f32v acc0[ROW_BLOCK], acc1[ROW_BLOCK];                                                         \
-    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = (f32v){0};                                    \
-    int64_t i = 0;                                                                                 \
-    for (; i + 2 * LANES <= in; i += 2 * LANES) {                                                  \
-      const f32v w0 = LOAD_W(wo + i), w1 = LOAD_W(wo + i + LANES);                                 \
-      for (int r = 0; r < nr; r++) {                                                               \
-        acc0[r] += load_f32(x + r * in + i) * w0;                                                  \
-        acc1[r] += load_f32(x + r * in + i + LANES) * w1;                                          \
-      }                                                                                            \
-    }                                                                                              \
-    if (i + LANES <= in) {                                                                         \
-      const f32v w0 = LOAD_W(wo + i);                                                              \
-      for (int r = 0; r < nr; r++) acc0[r] += load_f32(x + r * in + i) * w0;                       \
-      i += LANES;                                                                                  \
-    }                                                                                              \
-    for (int r = 0; r < nr; r++) {                                                                 \
-      float s = lane_sum(acc0[r] + acc1[r]);                                                       \
-      for (int64_t j = i; j < in; j++) s += x[r * in + j] * (float)wo[j];                          \
-      sums[r] = s;                                                                                 \
-    }                                                                                              \
+/* One int8 weight row against `nr` input rows (a compile-time constant at each call site, so
+ * the accumulators stay in registers): each int8 block is widened once for all of them. Two
+ * accumulators per row hide the add latency; a row's arithmetic is the same whatever nr. */
+static inline __attribute__((always_inline)) void pass_i8(const float *restrict x, const int8_t *restrict wo,
+                                                          int64_t in, int nr, float *restrict sums) {
+  f32v acc0[ROW_BLOCK], acc1[ROW_BLOCK];
+  for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = (f32v){0};
+  int64_t i = 0;
+  for (; i + 2 * LANES <= in; i += 2 * LANES) {
+    const f32v w0 = load_i8(wo + i), w1 = load_i8(wo + i + LANES);
+    for (int r = 0; r < nr; r++) {
+      acc0[r] += load_f32(x + r * in + i) * w0;
+      acc1[r] += load_f32(x + r * in + i + LANES) * w1;
+    }
   }
-
-DEFINE_ROW_PASS(pass_f32, float, load_f32)
-DEFINE_ROW_PASS(pass_i8, int8_t, load_i8)
-
-/* Every input row against one weight row, ROW_BLOCK rows per pass:
- * y[r * out] = sums[r] * scale + bias for each row r (y points at this output's column). */
-#define DEFINE_ALL_ROWS(NAME, PASS, WTYPE)                                                          \
-  static inline void NAME(const float *restrict x, const WTYPE *restrict wo, int64_t rows, int64_t in, \
-                          float *restrict y, int64_t out, float scale, float bias) {               \
-    float sums[ROW_BLOCK];                                                                         \
-    for (int64_t r = 0; r < rows; r += ROW_BLOCK) {                                                \
-      const int64_t nr = rows - r < ROW_BLOCK ? rows - r : ROW_BLOCK;                              \
-      switch (nr) {                                                                                \
-        case 4: PASS(x + r * in, wo, in, 4, sums); break;                                          \
-        case 3: PASS(x + r * in, wo, in, 3, sums); break;                                          \
-        case 2: PASS(x + r * in, wo, in, 2, sums); break;                                          \
-        default: PASS(x + r * in, wo, in, 1, sums); break;                                         \
-      }                                                                                            \
-      for (int64_t j = 0; j < nr; j++) y[(r + j) * out] = sums[j] * scale + bias;                  \
-    }                                                                                              \
+  if (i + LANES <= in) {
+    const f32v w0 = load_i8(wo + i);
+    for (int r = 0; r < nr; r++) acc0[r] += load_f32(x + r * in + i) * w0;
+    i += LANES;
   }
-
-DEFINE_ALL_ROWS(all_rows_f32, pass_f32, float)
-DEFINE_ALL_ROWS(all_rows_i8, pass_i8, int8_t)
+  for (int r = 0; r < nr; r++) {
+    float s = lane_sum(acc0[r] + acc1[r]);
+    for (int64_t j = i; j < in; j++) s += x[r * in + j] * (float)wo[j];
+    sums[r] = s;
+  }
+}
 
 /* x [rows, in], w [out, in], b [out] or NULL, y [rows, out]; all contiguous. */
 void ssdbench_gemv_f32(const float *restrict x, const float *restrict w, const float *restrict b,
                        float *restrict y, int64_t rows, int64_t in, int64_t out, int32_t threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t o = 0; o < out; o++) all_rows_f32(x, w + o * in, rows, in, y + o, out, 1.f, b ? b[o] : 0.f);
+  for (int64_t o = 0; o < out; o++) {
+    const float *wo = w + o * in;
+    const float bias = b ? b[o] : 0.f;
+    for (int64_t r = 0; r < rows; r++) y[r * out + o] = dot_f32(x + r * in, wo, in) + bias;
+  }
 }
 
-/* As above with w int8 [out, in] and its scales [out]: y = (x . w[o]) * scales[o] + b[o]. */
+/* x [rows, in] float32, w int8 [out, in] with its scales [out], b [out] or NULL, y [rows, out]:
+ * y = (x . w[o]) * scales[o] + b[o]. */
 void ssdbench_gemv_i8(const float *restrict x, const int8_t *restrict w, const float *restrict scales,
                       const float *restrict b, float *restrict y, int64_t rows, int64_t in, int64_t out,
                       int32_t threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t o = 0; o < out; o++) all_rows_i8(x, w + o * in, rows, in, y + o, out, scales[o], b ? b[o] : 0.f);
+  for (int64_t o = 0; o < out; o++) {
+    const int8_t *wo = w + o * in;
+    const float bias = b ? b[o] : 0.f;
+    float sums[ROW_BLOCK];
+    for (int64_t r = 0; r < rows; r += ROW_BLOCK) {
+      const int64_t nr = rows - r < ROW_BLOCK ? rows - r : ROW_BLOCK;
+      switch (nr) {
+        case 4: pass_i8(x + r * in, wo, in, 4, sums); break;
+        case 3: pass_i8(x + r * in, wo, in, 3, sums); break;
+        case 2: pass_i8(x + r * in, wo, in, 2, sums); break;
+        default: pass_i8(x + r * in, wo, in, 1, sums); break;
+      }
+      for (int64_t j = 0; j < nr; j++) y[(r + j) * out + o] = sums[j] * scales[o] + bias;
+    }
+  }
 }

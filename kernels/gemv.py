@@ -1,4 +1,7 @@
-"""The `gemv` dense kernel: gemv.c, compiled on first use for this CPU and called through ctypes.
+"""The `gemv` kernels: gemv.c, compiled on first use for this CPU and called through ctypes.
+
+`GemvLinear` is the float32 dense kernel; models/int8.py's `Int8GemvLinear` calls the int8 one
+(`gemv_i8_function`).
 
 Nothing here assumes the compiler or a CPU feature: `gemv_unavailable_reason` says why the
 kernel cannot be tried (no C compiler, a failed build, a GPU device, a dtype other than
@@ -68,6 +71,18 @@ def gemv_unavailable_reason(device, dtype: torch.dtype) -> str | None:
     return _load()[1]
 
 
+def gemv_i8_unavailable_reason(device) -> str | None:
+    """Why the int8 gemv kernel cannot be tried here (None: it can); it takes any activation dtype."""
+    if torch.device(device).type != "cpu":
+        return f"needs a CPU, not {device}"
+    return _load()[1]
+
+
+def gemv_i8_function():
+    """ssdbench_gemv_i8(x, w_int8, scales, b, y, rows, in, out, threads): float32 x, scales, b and y."""
+    return _library().ssdbench_gemv_i8
+
+
 def _library() -> ctypes.CDLL:
     lib, reason = _load()
     if lib is None:
@@ -82,9 +97,12 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
         lib = ctypes.CDLL(str(_built_library()))
     except OSError as err:
         return None, str(err).strip().splitlines()[0]
-    fn = lib.ssdbench_gemv_f32
-    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
-    fn.restype = None
+    f32 = lib.ssdbench_gemv_f32  # (x, w, b, y, rows, in, out, threads)
+    f32.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+    f32.restype = None
+    i8 = lib.ssdbench_gemv_i8  # (x, w, scales, b, y, rows, in, out, threads)
+    i8.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+    i8.restype = None
     return lib, None
 
 

@@ -11,6 +11,7 @@ from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import gemv_unavailable_reason
 from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
                                     onednn_unavailable_reason, select_dense_kernel)
+from ssdbench.models.int8 import INT8_DEQUANT, INT8_GEMV, INT8_PACK
 from ssdbench.models.llama import build_native_model
 from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 
@@ -124,14 +125,18 @@ def test_models_built_with_a_path_forced_off_match_transformers_and_say_what_the
     assert used["linear"] == model.lm_head.name == model.layers[0].qkv.name
 
 
-def test_int8_path_forced_off_uses_the_dequant_kernel():
+@pytest.mark.parametrize("disabled", [frozenset(), frozenset({INT8_GEMV}), frozenset({INT8_PACK}),
+                                      frozenset({INT8_GEMV, INT8_PACK})])
+def test_int8_models_with_a_path_forced_off_agree_and_say_what_they_run(disabled):
     hf = tiny_hf_model("llama")
     tokens = chain(8)
-    packed_off = native_of(hf, weights="int8", disabled_kernels=frozenset({"int8pack_mm"}))
-    assert packed_off.describe()["kernels"]["linear"] == "int8_dequant"
-    default = native_of(hf, weights="int8")
-    assert default.describe()["kernels"]["linear"] in ("int8pack_mm", "int8_dequant")
-    a, b = packed_off.forward(tokens, tokens), default.forward(tokens, tokens)
+    model = native_of(hf, weights="int8", disabled_kernels=disabled)
+    used = model.describe()["kernels"]["linear"]
+    assert used == model.lm_head.name and not any(name in used for name in disabled)
+    if disabled == {INT8_GEMV, INT8_PACK}:
+        assert used == INT8_DEQUANT
+    reference = native_of(hf, weights="int8", disabled_kernels=frozenset({INT8_GEMV, INT8_PACK}))
+    a, b = model.forward(tokens, tokens), reference.forward(tokens, tokens)
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.8
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.models.int8 import Int8DequantLinear, Int8PackLinear, int8_kernel_name
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.llama import build_native_model, build_random_model
 from ssdbench.models.shape import KNOWN_SHAPES, ModelShape, known_shape
@@ -199,15 +198,6 @@ def test_int8_logits_close_to_fp32():
     assert error.mean() < 0.02 and error.max() < 0.15
     assert (int8.argmax(-1) == fp32.argmax(-1)).float().mean() > 0.9
     assert model.weight_bytes_per_forward() < 0.35 * native_of(hf).weight_bytes_per_forward()
-
-
-def test_int8_dequant_fallback_equals_int8pack():
-    w, b = torch.randn(40, 64), torch.randn(40)  # [out, in], [out]
-    x = torch.randn(3, 5, 64)  # [.., in]
-    fallback = Int8DequantLinear(w, b, device="cpu")(x.bfloat16()).float()
-    torch.testing.assert_close(fallback, torch.nn.functional.linear(x, w, b), atol=0.15, rtol=0.05)
-    if int8_kernel_name("cpu") == "int8pack_mm":
-        torch.testing.assert_close(Int8PackLinear(w, b, device="cpu")(x), fallback, atol=0.05, rtol=0.02)
 
 
 def test_random_model_from_a_shape_runs_and_counts_bytes():

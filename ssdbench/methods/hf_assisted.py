@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ssdbench.methods.base import Method, MethodContext
 from ssdbench.methods.transformers_generate import TransformersBaseline, describe_common
-from ssdbench.models.int8 import int8_kernel_name
 
 ASSISTED_NOTE = ("the continuation starts without the prefill's cache (assisted generate from a given cache decodes "
                  "wrongly in transformers 5.x): the target re-reads the prompt and the assistant builds its KV cache "
@@ -20,7 +19,7 @@ def _baseline(ctx: MethodContext):
 def _draft_description(ctx: MethodContext) -> str:
     if ctx.draft.int8:
         return ("copy of the target whose every nn.Linear (lm_head included) is the native self-int8 draft's "
-                f"weight-only int8 linear: same per-row int8 weights, kernel {int8_kernel_name(ctx.models.device)}")
+                f"weight-only int8 linear: same per-row int8 weights, kernel {ctx.models.int8_kernels().name}")
     if not ctx.draft.has_model:
         return f"transformers' prompt lookup (prompt_lookup_num_tokens={ctx.decode.k}), not sd's n-gram proposer"
     return f"transformers' model of {ctx.draft.spec} (sd's draft weights, transformers' kernels)"

@@ -65,27 +65,27 @@ def load_hf_model(path, *, dtype: torch.dtype, device: str, trust_remote_code: b
 class Int8LinearModule(torch.nn.Module):
     """An nn.Linear's place in a transformers model, computed by the native int8 draft's own linear."""
 
-    def __init__(self, linear: torch.nn.Linear) -> None:
+    def __init__(self, linear: torch.nn.Linear, choice) -> None:
         from ssdbench.models.int8 import make_int8_linear
 
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.impl = make_int8_linear(linear.weight.detach().float(), None if linear.bias is None else
-                                     linear.bias.detach().float(), device=linear.weight.device)
+                                     linear.bias.detach().float(), device=linear.weight.device, choice=choice)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         return self.impl(x)
 
 
-def int8_weight_only_copy(model):
+def int8_weight_only_copy(model, choice):
     """transformers' side of `self-int8`: a copy whose every nn.Linear (lm_head included) is the
-    same weight-only int8 linear as the native draft's: same quantised weights, same kernel."""
+    same weight-only int8 linear as the native draft's: same quantised weights, and the kernel(s)
+    `choice` (models/int8.py's select_int8_kernel) names, which the native draft gets too."""
     import copy
 
     model = copy.deepcopy(model)  # norms and attention stay in the run's dtype, as in the native draft
     linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     for name, linear in linears:
         parent_name, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent_name) if parent_name else model, child, Int8LinearModule(linear))
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, Int8LinearModule(linear, choice))
     return model.eval()
-

@@ -1,21 +1,32 @@
 """Weight-only int8 linears for the self-draft: per-output-channel symmetric quantisation.
 
-On CPU the kernel is `torch._weight_int8pack_mm` (int8 weights [out, in], bf16 scales,
-bf16 activations), which reads a quarter of fp32's bytes. Where that op is missing or
-refuses the device (CUDA builds may lack it), `Int8DequantLinear` is used instead: the
-same int8 weights and scales, dequantised to the activation dtype on every call —
-faithful to the quantised values but not faster than a dense layer. `int8_kernel_name`
-says which one a model got.
+Every kernel reads the same int8 weights [out, in] and per-output scales (a quarter of fp32's
+bytes). Which one a model gets is decided by trying them, as for dense kernels (kernels/probe.py):
+- `int8_gemv`: CPU; kernels/gemv.c widens each int8 block to float32 in registers, float32
+  activations and scales. Absent without a C compiler.
+- `int8pack_mm`: `torch._weight_int8pack_mm`, bf16 activations and scales; missing or refused
+  on some devices (CUDA builds may lack it).
+- `int8_dequant`: the fallback when neither works: dequantised to the activation dtype on every
+  call, faithful to the quantised values but not faster than a dense layer.
+`select_int8_kernel` makes the choice; the manifest records it with its trials.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 
+from ssdbench.kernels import probe
+from ssdbench.kernels.gemv import gemv_i8_function, gemv_i8_unavailable_reason
+from ssdbench.kernels.linear import RowSplitLinear
+
+INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
 INT8_DEQUANT = "int8_dequant"
+INT8_CANDIDATES = (INT8_GEMV, INT8_PACK)  # probe order: a near-tie goes to the earlier (float32 activations)
+INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,10 +51,53 @@ def _int8pack_works(device_type: str) -> bool:
         return False
 
 
-def int8_kernel_name(device: torch.device | str, *, disabled: frozenset[str] = frozenset()) -> str:
-    """INT8_PACK where `torch._weight_int8pack_mm` runs on this device (and is not disabled), else INT8_DEQUANT."""
-    usable = INT8_PACK not in disabled and _int8pack_works(torch.device(device).type)
-    return INT8_PACK if usable else INT8_DEQUANT
+PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on other input widths with >1 row
+
+
+def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
+    if name == INT8_GEMV:
+        return gemv_i8_unavailable_reason(device)
+    if not _int8pack_works(torch.device(device).type):
+        return "torch._weight_int8pack_mm is missing or refuses this device"
+    if odd := sorted({i for i, _ in shapes if i % PACK_IN_MULTIPLE}):
+        return f"torch._weight_int8pack_mm needs input widths that are multiples of {PACK_IN_MULTIPLE}, not {odd}"
+    return None
+
+
+@functools.cache
+def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, int], ...],
+                       disabled: frozenset[str] = frozenset(), cache_path: Path | None = None) -> probe.DenseChoice:
+    """The int8 kernel(s) for these projection shapes [(in, out), ...] and activation dtype.
+
+    Each candidate not in `disabled` is checked on a tiny input, the working ones timed (the dense
+    probe's rounds); INT8_DEQUANT when none works. Remembered for this process (the native draft
+    and hf-assisted's copy of it get the same kernel) and, with `cache_path`, for this machine.
+    """
+    candidates = [k for k in INT8_CANDIDATES if k not in disabled]
+    key = probe.cache_key(device, dtype, shapes, ["int8", *candidates]) if cache_path else ""
+    if cache_path is not None and (cached := probe.read_cached(cache_path, key)) is not None:
+        return cached
+    trials = [_check(name, device, dtype, shapes) for name in candidates]
+    if not any(t.works for t in trials):
+        return probe.DenseChoice(INT8_DEQUANT, INT8_DEQUANT, 1, tuple(trials))
+    if sum(t.works for t in trials) > 1:
+        working = [(t, _factory(t.kernel, device)) for t in trials if t.works]
+        timed = iter(probe.time_kernels(working, shapes, device=device, dtype=dtype))
+        trials = [next(timed) if t.works else t for t in trials]
+    choice = probe.choose(trials)
+    if cache_path is not None:
+        probe.write_cached(cache_path, key, choice)
+    return choice
+
+
+def _check(name: str, device, dtype: torch.dtype, shapes: tuple[tuple[int, int], ...]) -> probe.KernelTrial:
+    if (reason := _int8_unavailable_reason(name, device, shapes)) is not None:
+        return probe.KernelTrial(name, works=False, reason=reason)
+    return probe.check_kernel(name, _factory(name, device), device=device, dtype=dtype, tolerance=INT8_TOLERANCE)
+
+
+def _factory(name: str, device):
+    return lambda w, b: INT8_CLASSES[name](w, b, device=device)
 
 
 class Int8PackLinear:
@@ -51,8 +105,10 @@ class Int8PackLinear:
 
     name = INT8_PACK
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device) -> None:
-        q, scales = quantize_int8(weight)
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
+        if type(self) is Int8PackLinear and weight.shape[1] % PACK_IN_MULTIPLE:
+            raise ValueError(f"int8pack_mm: an input width of {weight.shape[1]} is not a multiple of {PACK_IN_MULTIPLE}")
+        q, scales = quantized or quantize_int8(weight)
         self.w_int8 = q.to(device)  # [out, in]
         self.scales = scales.to(device=device, dtype=torch.bfloat16)  # [out]
         self.bias = None if bias is None else bias.to(device=device, dtype=torch.bfloat16)  # [out]
@@ -79,9 +135,45 @@ class Int8DequantLinear(Int8PackLinear):
         return y if self.bias is None else y + self.bias.to(x.dtype)
 
 
-def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device,
-                     kernel: str | None = None) -> Int8PackLinear:
-    """An int8 linear on `kernel`, by default the fastest faithful one this device runs (`int8_kernel_name`)."""
-    kernel = kernel or int8_kernel_name(device)
-    cls = Int8PackLinear if kernel == INT8_PACK else Int8DequantLinear
-    return cls(weight, bias, device=device)
+class Int8GemvLinear:
+    """y = (x . w_int8[o]) * scales[o] + b[o] through gemv.c; float32 inside, x's dtype out. CPU only."""
+
+    name = INT8_GEMV
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
+        if (reason := gemv_i8_unavailable_reason(device)) is not None:
+            raise RuntimeError(f"int8 gemv kernel unavailable: {reason}")
+        self._fn = gemv_i8_function()
+        q, scales = quantized or quantize_int8(weight)
+        self.w_int8 = q.contiguous()  # [out, in]
+        self.scales = scales.float().contiguous()  # [out]
+        self.bias = None if bias is None else bias.float().contiguous()  # [out]
+        self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
+        self.out_features, self.in_features = self.w_int8.shape
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"int8 gemv: an input of {x.shape[-1]} features for a weight of {self.in_features}")
+        x32 = x.to(torch.float32).contiguous()
+        rows = x32.numel() // self.in_features
+        y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
+        self._fn(x32.data_ptr(), self.w_int8.data_ptr(), self.scales.data_ptr(), self._bias_ptr, y.data_ptr(), rows,
+                 self.in_features, self.out_features, torch.get_num_threads())
+        return y.to(x.dtype)
+
+    def nbytes(self) -> int:
+        return self.w_int8.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())
+
+
+INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
+
+
+def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device, choice: probe.DenseChoice):
+    """An int8 linear over weight [out, in] (and bias [out]) on the kernel(s) `choice` names; one
+    quantised copy serves both kernels of a row split."""
+    quantized = quantize_int8(weight)
+    many = INT8_CLASSES[choice.many](weight, bias, device=device, quantized=quantized)
+    if choice.few == choice.many:
+        return many
+    return RowSplitLinear(INT8_CLASSES[choice.few](weight, bias, device=device, quantized=quantized), many,
+                          choice.split_rows)

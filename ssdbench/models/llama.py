@@ -23,7 +23,7 @@ from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
-from ssdbench.models.int8 import int8_kernel_name, make_int8_linear
+from ssdbench.models.int8 import make_int8_linear, select_int8_kernel
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
@@ -326,8 +326,10 @@ def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kern
                   cache: Path | None) -> tuple[dict, Callable]:
     """(what the manifest records of the kernels, the function making each projection)."""
     if weights == "int8":
-        name = int8_kernel_name(device, disabled=disabled)
-        return {"linear": name}, lambda w, b: make_int8_linear(w, b, device=device, kernel=name)
+        int8 = select_int8_kernel(device, dtype, shapes=tuple(projection_shapes(shape)), disabled=disabled,
+                                  cache_path=cache)
+        return ({"linear": int8.name, "linear_probe": int8.describe()},
+                lambda w, b: make_int8_linear(w, b, device=device, choice=int8))
     choice = select_dense_kernel(linear_kernel, device, dtype, shapes=projection_shapes(shape),
                                  allow_split=_room_for_two_layouts(shape, dtype), disabled=disabled, cache_path=cache)
     return ({"linear": choice.name, "linear_probe": choice.describe()},

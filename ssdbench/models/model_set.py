@@ -16,7 +16,8 @@ from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
-from ssdbench.models.llama import build_native_model, build_random_model
+from ssdbench.models.int8 import select_int8_kernel
+from ssdbench.models.llama import build_native_model, build_random_model, projection_shapes
 from ssdbench.models.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
@@ -212,8 +213,15 @@ class ModelSet:
 
     def hf_draft(self):
         if self.config.draft.int8:
-            return self._get(("hf-model", "draft"), lambda: int8_weight_only_copy(self.hf_target()))
+            return self._get(("hf-model", "draft"), lambda: int8_weight_only_copy(self.hf_target(), self.int8_kernels()))
         return self._get(("hf-model", "draft"), lambda: self._load_hf(self.draft_source))
+
+    def int8_kernels(self):
+        """The self-int8 draft's kernel choice: the one the native draft's build makes (the same
+        arguments to the same remembered probe), so transformers' copy runs the same kernels."""
+        return select_int8_kernel(self.device, torch_dtype(self.config.dtype),
+                                  shapes=tuple(projection_shapes(self.target_shape)), disabled=frozenset(),
+                                  cache_path=default_cache_path())
 
     @property
     def device(self) -> str:

@@ -1,0 +1,143 @@
+"""The self-draft's int8 kernels: gemv.c's int8 path right against the dequantised weights for any
+row count and on every instruction-set path it has, a row's result independent of the row count,
+and the probe choosing among what works here (each path can be forced off)."""
+
+import pytest
+import torch
+
+from ssdbench.kernels import gemv
+from ssdbench.kernels.gemv import gemv_i8_unavailable_reason
+from ssdbench.models.int8 import (INT8_CANDIDATES, INT8_DEQUANT, INT8_GEMV, INT8_PACK, Int8DequantLinear,
+                                  Int8GemvLinear, Int8PackLinear, quantize_int8, select_int8_kernel)
+
+SHAPES = ((32, 48), (48, 32))
+needs_gemv = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
+                                reason=f"int8 gemv cannot run here: {gemv_i8_unavailable_reason('cpu')}")
+
+
+def dequantised_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """x @ dequant(w)^T + b in float64, from quantize_int8's own integers and scales."""
+    q, scales = quantize_int8(w)  # [out, in], [out]
+    return torch.nn.functional.linear(x.double(), q.double() * scales.double()[:, None],
+                                      None if b is None else b.double())
+
+
+def cc_without(tmp_path, *flags: str) -> str:
+    """A compiler that builds for this CPU minus some instruction sets: the kernel's other code paths."""
+    wrapper = tmp_path / f"cc{''.join(flags)}"
+    wrapper.write_text(f"#!/bin/sh\nexec cc \"$@\" {' '.join(flags)}\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+ISA_PATHS = {"native": (), "avx2-or-less": ("-mno-avx512f",), "generic": ("-mno-avx512f", "-mno-avx2")}
+
+
+@pytest.fixture(params=list(ISA_PATHS))
+def isa_build(request, tmp_path, monkeypatch):
+    """gemv.c built with the named instruction sets switched off (where it builds at all)."""
+    flags = ISA_PATHS[request.param]
+    if flags:
+        monkeypatch.setenv("CC", cc_without(tmp_path, *flags))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gemv._load.cache_clear()
+    reason = gemv_i8_unavailable_reason("cpu")
+    if reason is not None:
+        gemv._load.cache_clear()
+        pytest.skip(f"int8 gemv cannot be built this way here: {reason}")
+    yield request.param
+    gemv._load.cache_clear()  # later tests load the ordinary build again
+
+
+@pytest.mark.parametrize("in_features,out_features", [(64, 48), (37, 5), (576, 96), (1, 3), (40, 7)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_int8_gemv_matches_the_dequantised_weights_for_any_row_count(isa_build, in_features, out_features,
+                                                                     with_bias):
+    gen = torch.Generator().manual_seed(in_features * 131 + out_features)
+    w = torch.randn(out_features, in_features, generator=gen)  # [out, in]
+    b = torch.randn(out_features, generator=gen) if with_bias else None  # [out]
+    linear = Int8GemvLinear(w, b, device="cpu")
+    for rows in (1, 2, 3, 4, 5, 9):
+        x = torch.randn(2, rows, in_features, generator=gen)  # [B, T, in]
+        got = linear(x)
+        assert got.shape == (2, rows, out_features) and got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), dequantised_reference(x, w, b), rtol=1e-5,
+                                   atol=1e-5 * in_features**0.5)
+
+
+def test_a_rows_int8_result_does_not_depend_on_how_many_rows_share_the_call(isa_build):
+    gen = torch.Generator().manual_seed(7)
+    linear = Int8GemvLinear(torch.randn(300, 200, generator=gen), torch.randn(300, generator=gen), device="cpu")
+    x = torch.randn(1, 8, 200, generator=gen)  # [B, T, in]: a verify of K+1 = 8 tokens
+    together = linear(x)  # [1, 8, 300]
+    for t in range(8):
+        assert torch.equal(linear(x[:, t : t + 1]), together[:, t : t + 1])  # bitwise, not close
+
+
+@needs_gemv
+def test_int8_gemv_takes_bf16_activations_and_gives_bf16_back():
+    w, x = torch.randn(24, 32), torch.randn(3, 32)
+    got = Int8GemvLinear(w, None, device="cpu")(x.bfloat16())
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), dequantised_reference(x.bfloat16().float(), w, None), rtol=0.02,
+                               atol=0.05)
+
+
+def test_every_int8_kernel_computes_the_same_quantised_linear():
+    gen = torch.Generator().manual_seed(3)
+    w, b = torch.randn(40, 64, generator=gen), torch.randn(40, generator=gen)  # [out, in], [out]
+    x = torch.randn(3, 5, 64, generator=gen)  # [.., in]
+    want = dequantised_reference(x, w, b)
+    # bf16 scales (and, for int8pack_mm, bf16 activations) inside: close, not equal
+    torch.testing.assert_close(Int8DequantLinear(w, b, device="cpu")(x).double(), want, atol=0.1, rtol=0.02)
+    if select_int8_kernel("cpu", torch.float32, shapes=SHAPES, disabled=frozenset({INT8_GEMV})).name == INT8_PACK:
+        torch.testing.assert_close(Int8PackLinear(w, b, device="cpu")(x).double(), want, atol=0.1, rtol=0.02)
+    if gemv_i8_unavailable_reason("cpu") is None:
+        torch.testing.assert_close(Int8GemvLinear(w, b, device="cpu")(x).double(), want, atol=1e-4, rtol=1e-4)
+
+
+def test_forcing_each_int8_path_off():
+    every = frozenset(INT8_CANDIDATES)
+    for kept in INT8_CANDIDATES:
+        choice = select_int8_kernel("cpu", torch.float32, shapes=SHAPES, disabled=every - {kept})
+        trials = {t.kernel: t for t in choice.trials}
+        assert set(trials) == {kept}
+        assert choice.name == (kept if trials[kept].works else INT8_DEQUANT)
+    assert select_int8_kernel("cpu", torch.float32, shapes=SHAPES, disabled=every).name == INT8_DEQUANT
+    both = select_int8_kernel("cpu", torch.float32, shapes=SHAPES)
+    working = [t for t in both.trials if t.works]
+    assert all(t.ms_by_rows for t in working) if len(working) > 1 else True  # timed only when there is a choice
+    assert both.few in {t.kernel for t in working} | {INT8_DEQUANT}
+
+
+def test_without_a_compiler_the_int8_probe_keeps_torchs_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CC", "no-such-compiler-ssdbench")
+    gemv._load.cache_clear()
+    select_int8_kernel.cache_clear()  # what a process started here would see
+    try:
+        choice = select_int8_kernel("cpu", torch.float32, shapes=((16, 16),))
+        trials = {t.kernel: t for t in choice.trials}
+        assert not trials[INT8_GEMV].works and "no C compiler" in trials[INT8_GEMV].reason
+        assert INT8_GEMV not in choice.name
+    finally:
+        gemv._load.cache_clear()
+        select_int8_kernel.cache_clear()
+
+
+def test_a_choice_is_cached_per_machine(tmp_path):
+    path = tmp_path / "kernels.json"
+    first = select_int8_kernel("cpu", torch.float32, shapes=((24, 40),), cache_path=path)
+    assert path.is_file()
+    select_int8_kernel.cache_clear()  # what a later process sees: only the file
+    assert select_int8_kernel("cpu", torch.float32, shapes=((24, 40),), cache_path=path) == first
+
+
+def test_int8pack_is_not_tried_on_widths_that_crash_it():
+    """torch's _weight_int8pack_mm kills the process on input widths that are not multiples of 16
+    (seen with 24 and 40 features, 2+ rows): such shapes never reach it."""
+    choice = select_int8_kernel("cpu", torch.float32, shapes=((24, 40), (32, 8)))
+    trials = {t.kernel: t for t in choice.trials}
+    assert not trials[INT8_PACK].works and "multiples of 16, not [24]" in trials[INT8_PACK].reason
+    with pytest.raises(ValueError, match="not a multiple of 16"):
+        Int8PackLinear(torch.randn(8, 24), None, device="cpu")
