@@ -3,20 +3,24 @@
  * Decoding one token reads every weight once and does two flops per weight, so it is bound
  * by memory bandwidth. Library GEMMs are tuned for many rows: they repack or tile the weight
  * and reach a fraction of the read bandwidth for one row. Here each output's weight row
- * [in] is read once, front to back, and multiplied into every input row while it sits in
- * registers (up to ROW_BLOCK input rows per pass); the threads split the outputs.
+ * [in] is read once, front to back; the threads split the outputs.
  *
- * Two weight formats: float32, and int8 with one float32 scale per output (weight-only
- * quantisation: a quarter of the bytes, each int8 widened to float32 in registers).
+ * Two weight formats:
+ * - float32: one dot product per (output, input row), the weight row re-read from L1 cache
+ *   for each input row;
+ * - int8 with one float32 scale per output (weight-only quantisation, a quarter of the
+ *   bytes): each block of 16 int8 is widened to float32 in registers once and multiplied
+ *   into up to ROW_BLOCK input rows.
  *
  * Each output's sum is accumulated in the same order whatever the row count (a row's
  * arithmetic never depends on its neighbours), so a row's result does not depend on how many
  * rows share the call: a K+1-token verify gives bitwise the logits a one-token step would.
  *
- * Written with GCC/Clang vector extensions, not intrinsics: compiled on the machine that runs
- * it (gemv.py: -O3 -march=native -fopenmp), a 16-float vector becomes one AVX-512 register,
- * two AVX2 registers or four SSE ones. Loaded after torch, so its OpenMP regions use torch's
- * own thread pool (the same libgomp).
+ * Compiled on the machine that runs it (gemv.py: -O3 -march=native -fopenmp): the vector code
+ * is GCC/Clang vector extensions, so a 16-float vector becomes one AVX-512 register, two AVX2
+ * registers or four SSE ones; only the int8 widening names AVX-512/AVX2 instructions, behind
+ * the compiler's own feature macros, with a plain loop elsewhere. Loaded after torch, so its
+ * OpenMP regions use torch's own thread pool (the same libgomp).
  */
 #include <stdint.h>
 #include <string.h>
