@@ -171,3 +171,12 @@ def test_allow_mismatch_in_hardware_allows_only_hardware(tmp_path):
     assert_one_line_error(compare(str(a), str(other_both), "--allow-mismatch-in", "hardware"),
                           "refusing an unfair comparison", "dtype")
     assert_one_line_error(compare(str(a), str(other_cpu), "--allow-mismatch-in", "hardwre"), "did you mean 'hardware'")
+
+
+def test_allow_mismatch_in_kernels_allows_another_draft_kernel(tmp_path):
+    """The ssd gate's setting: its outputs must equal ar's whatever kernel the draft ran."""
+    a = write_run(tmp_path / "a", [Variant("ar")], manifest={"kernels": {"draft": {"linear": "int8pack_mm"}}})
+    other = write_run(tmp_path / "b", [Variant("ar")], manifest={"kernels": {"draft": {"linear": "int8_gemv"}}})
+    assert_one_line_error(compare(str(a), str(other)), "refusing an unfair comparison", "kernels differs")
+    result = compare(str(a), str(other), "--allow-mismatch-in", "kernels")
+    assert result.exit_code == 0 and "warning: kernels differs" in result.output, result.output

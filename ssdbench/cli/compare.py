@@ -33,7 +33,7 @@ AllowMismatch = Annotated[bool, typer.Option(
     "content (the differences are printed above the table).")]
 AllowMismatchIn = Annotated[Optional[str], typer.Option(
     "--allow-mismatch-in", help="Compare runs that differ only in these fields, comma list of: weights, dtype, "
-    "attention, hardware, suite (e.g. hardware, for a gate on deterministic metrics run on another CPU).")]
+    "attention, kernels, hardware, suite (e.g. hardware, for a gate on deterministic metrics run on another CPU).")]
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 1 when a check has too few paired prompts to decide.")]
 MinPairs = Annotated[int, typer.Option("--min-pairs", help="Fewest paired prompts a check needs to decide.")]
 Format = Annotated[str, typer.Option("--format", help="table, markdown (for a PR comment) or json.")]

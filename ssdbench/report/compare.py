@@ -80,9 +80,10 @@ def setting_differences(runs: Sequence[Run]) -> list[str]:
     return notes
 
 
-# Short names for --allow-mismatch-in, one per FAIRNESS field.
+# Short names for --allow-mismatch-in, one per FAIRNESS field but synthetic acceptance, which
+# nothing may set beside the real rule.
 FAIRNESS_KEYS = {"weights": "model weights", "dtype": "dtype", "attention": "attention backend",
-                 "hardware": "hardware", "suite": "suite content"}
+                 "kernels": "kernels", "hardware": "hardware", "suite": "suite content"}
 
 
 def parse_allowed(text: str | None) -> frozenset[str]:
