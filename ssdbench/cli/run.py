@@ -89,13 +89,15 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
         payload = {"run_dir": str(path), "acceptance": plan.decode.acceptance,
                    "summary": summary.to_dict(orient="records"),
                    "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
-                   "exactness": exactness_line(summary, greedy=greedy), "prediction": _model_check_rows(path)}
+                   "exactness": exactness_line(summary, greedy=greedy, divergences=manifest.get("greedy_divergences")),
+                   "greedy_divergences": manifest.get("greedy_divergences"), "prediction": _model_check_rows(path)}
         typer.echo(strict_json.dumps(payload, default=float))
         return
     title = (f"ssdbench run · {recorder.requests['suite'][0]} · {summary['num_requests'].iloc[0]} requests × "
              f"≤{plan.decode.max_new_tokens} new tokens · K={plan.decode.k} · T={plan.decode.target.temperature} · "
              f"batch {plan.decode.batch_size}")
-    print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd)
+    print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd,
+                  divergences=manifest.get("greedy_divergences"))
     if manifest.get("memory_read_bandwidth_gbs"):
         spread = manifest.get("memory_read_bandwidth") or {}
         band = f", passes p10-p90 {spread['p10_gbs']:.1f}-{spread['p90_gbs']:.1f}" if "p10_gbs" in spread else ""

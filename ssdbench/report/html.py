@@ -65,7 +65,8 @@ def run_section(run, name: str) -> str:
     summary = summarize(run.requests, run.steps)
     greedy = run.manifest.get("config", {}).get("temperature", 0) == 0
     table = summary_html(summary) if not summary.empty else "<p>No requests.</p>"
-    line = exactness_line(summary, greedy=greedy) if not summary.empty else ""
+    line = exactness_line(summary, greedy=greedy, divergences=run.manifest.get("greedy_divergences")) \
+        if not summary.empty else ""
     return f"<h2>{html.escape(name)}</h2>{_settings(run)}{table}<p>{html.escape(line)}</p>"
 
 

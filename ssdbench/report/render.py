@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 from rich.console import Console
@@ -45,8 +46,9 @@ def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     return table
 
 
-def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
-    """Whether every variant's outputs equalled `ar`'s, or why that is not the check under sampling."""
+def exactness_line(summary: pd.DataFrame, *, greedy: bool, divergences: list[dict] | str | None = None) -> str:
+    """Whether every variant's outputs equalled `ar`'s, or why that is not the check under sampling;
+    `divergences` (the manifest's greedy_divergences) says whether each departure was a near-tie."""
     others = summary[summary["label"] != "ar"]
     if "acceptance" in others.columns and (others["acceptance"] != "exact").any():
         synthetic = others[others["acceptance"] != "exact"]
@@ -60,7 +62,32 @@ def exactness_line(summary: pd.DataFrame, *, greedy: bool) -> str:
         return "Outputs: nothing to compare against `ar` in this run."
     parts = [f"{r['label']} {r['outputs_match']:.0%}" for _, r in others.iterrows()]
     verdict = "identical to ar" if (others["outputs_match"] == 1).all() else "NOT all identical to ar"
-    return f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
+    line = f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
+    if isinstance(divergences, str):
+        return f"{line} Departures {divergences}."
+    return f"{line} {divergence_note(divergences or [])}".rstrip()
+
+
+def divergence_note(divergences: Sequence[dict]) -> str:
+    """One line for the run's exactness statement ('' when nothing departed)."""
+    if not divergences:
+        return ""
+    ties = [d for d in divergences if d["near_tie"]]
+    real = [d for d in divergences if not d["near_tie"]]
+    parts = []
+    if ties:
+        worst = max(ties, key=lambda d: abs(d["margin"]))
+        parts.append(f"{len(ties)} at near-ties the dtype cannot resolve ({_labels(ties)}; widest margin "
+                     f"{abs(worst['margin']):.3g} ≤ tolerance {worst['tolerance']:.3g})")
+    if real:
+        first = max(real, key=lambda d: abs(d["margin"]))
+        parts.append(f"{len(real)} NOT near-ties ({_labels(real)}; e.g. prompt {first['prompt_id']} token "
+                     f"{first['position']}: margin {first['margin']:.3g} > tolerance {first['tolerance']:.3g})")
+    return f"Requests departing from ar: {'; '.join(parts)}."
+
+
+def _labels(divergences: Sequence[dict]) -> str:
+    return ", ".join(dict.fromkeys(d["label"] for d in divergences))
 
 
 def ssd_table(overview: pd.DataFrame) -> Table:
@@ -76,7 +103,7 @@ def ssd_table(overview: pd.DataFrame) -> Table:
 
 
 def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: Console | None = None,
-                  ssd: pd.DataFrame | None = None) -> None:
+                  ssd: pd.DataFrame | None = None, divergences: list[dict] | str | None = None) -> None:
     console = console or Console()
     if not console.is_terminal and console.width < 140:  # pipes and CI logs: no wrapped cells
         console.width = 140
@@ -84,7 +111,7 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     if ssd is not None and not ssd.empty:
         console.print(ssd_table(ssd))
     console.print(SPEEDUP_NOTE)
-    console.print(exactness_line(summary, greedy=greedy))
+    console.print(exactness_line(summary, greedy=greedy, divergences=divergences))
 
 
 def model_check_table(rows: list[dict]) -> Table:

@@ -15,8 +15,9 @@ from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import Workload
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
+from ssdbench.metrics.near_ties import greedy_divergences, next_token_logits
 from ssdbench.models.llama import check_skip_layers
-from ssdbench.models.model_set import ModelSet
+from ssdbench.models.model_set import ModelSet, torch_dtype
 from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
 from ssdbench.profiling.environment import capture_environment
@@ -108,11 +109,27 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
              "calibration": calibration, "ssd_channel": recorder.channels}
+    if plan.decode.greedy and plan.decode.synthetic is None:
+        extra["greedy_divergences"] = _greedy_divergences(models, recorder)
     if recorder.events and plan.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {"events": recorder.events} if recorder.events else None
     writer.finish(recorder.steps, recorder.requests, sampler.rows, extra, optional=optional)
     return recorder
+
+
+def _greedy_divergences(models: ModelSet, recorder: Recorder) -> list[dict] | str:
+    """Each request whose greedy output departs from ar's, with the target's margin there (near_ties.py);
+    the target runs only where there is a departure. A failure is noted, never fatal to the run."""
+    engines = models.config.engines
+
+    def logits_of(token_ids: list[int]) -> torch.Tensor:
+        return next_token_logits(models.target("native" if "native" in engines else engines[0]), token_ids)
+
+    try:
+        return [d.describe() for d in greedy_divergences(recorder.requests, logits_of, torch_dtype(models.config.dtype))]
+    except (RuntimeError, ValueError) as err:
+        return f"not classified: {type(err).__name__}: {err}"
 
 
 def _save_timeline(recorder: Recorder, path: Path) -> str:

@@ -1,0 +1,101 @@
+"""Why a greedy output differs from ar's: a near-tie the run's dtype cannot resolve, or a real difference.
+
+Greedy sd and ssd emit ar's tokens exactly when every logit they compare is computed alike. On a
+GPU in bf16, a K+1-token verify and a one-token step run different kernels, whose roundings differ
+by a few units in the last place; where the target's two best tokens are that close, the argmax
+may flip and the outputs part from there on. Such a flip says nothing about the acceptance rule.
+
+For each request whose output differs from ar's, the target is run once over the prompt and ar's
+tokens up to the first difference; the margin there between ar's token and the other token is
+compared with the dtype's resolution at that logit (docs/DESIGN.md §7.1a): a margin of at most
+NEAR_TIE_ULPS units of the dtype's epsilon, times the logit's size, is a near-tie. Anything wider
+is a real difference, reported as such. A difference at a near-tie is reported, never hidden:
+the identity figure stays what it measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+NEAR_TIE_ULPS = 8  # margins within 8 epsilons of the logit's size: bf16 6.3%, fp16 0.8%, fp32 1e-6 relative
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where one request's output first departs from ar's, and how close the target's call was there."""
+
+    label: str
+    prompt_id: str
+    repeat: int
+    position: int  # index into the new tokens
+    ar_token: int
+    token: int
+    margin: float  # target logit of ar's token minus that of the other token, on ar's prefix
+    tolerance: float
+
+    @property
+    def near_tie(self) -> bool:
+        return abs(self.margin) <= self.tolerance
+
+    def describe(self) -> dict:
+        return {**asdict(self), "near_tie": self.near_tie}
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """The first index where a and b differ (a prefix ends where the shorter does); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def tie_tolerance(dtype: torch.dtype, *logits: float) -> float:
+    """The widest margin the dtype's rounding can explain at logits of this size."""
+    return NEAR_TIE_ULPS * torch.finfo(dtype).eps * max(1.0, *(abs(v) for v in logits))
+
+
+def next_token_logits(model, token_ids: Sequence[int]) -> torch.Tensor:
+    """The model's fp32 logits [V] for the token after token_ids (one forward over them, batch 1)."""
+    device = getattr(model, "device", "cpu")
+    tokens = torch.tensor([list(token_ids)], device=device)  # [1, T]
+    model.allocate(1, tokens.shape[1] + 1)
+    return model.forward(tokens, torch.arange(tokens.shape[1], device=device).unsqueeze(0))[0, -1].float().cpu()
+
+
+def classify(label: str, request: dict, ar_output: Sequence[int], logits_of: Callable[[list[int]], torch.Tensor],
+             dtype: torch.dtype) -> Divergence | None:
+    """The request's first departure from ar's output, or None when there is none (or one output
+    only stopped earlier: no token was chosen differently)."""
+    output = list(request["output_token_ids"])
+    at = first_difference(output, ar_output)
+    if at is None or at >= min(len(output), len(ar_output)):
+        return None
+    logits = logits_of(list(request["prompt_token_ids"]) + list(ar_output[:at]))  # [V]
+    ours, theirs = float(logits[ar_output[at]]), float(logits[output[at]])
+    return Divergence(label=label, prompt_id=str(request["prompt_id"]), repeat=int(request["repeat"]), position=at,
+                      ar_token=int(ar_output[at]), token=int(output[at]), margin=ours - theirs,
+                      tolerance=tie_tolerance(dtype, ours, theirs))
+
+
+def greedy_divergences(requests: dict[str, list], logits_of: Callable[[list[int]], torch.Tensor],
+                       dtype: torch.dtype) -> list[Divergence]:
+    """Every request of a greedy run whose output departs from ar's on the same prompt and repeat.
+
+    requests: the recorder's columns (label from method and engine as the summary names it).
+    Baselines and variants alike are checked; ar itself is the reference.
+    """
+    rows = [dict(zip(requests, values)) for values in zip(*requests.values())]
+    for row in rows:
+        row["label"] = row["method"] if row["engine"] in ("native", "transformers") else f"{row['method']}@{row['engine']}"
+    ar = {(r["suite"], r["prompt_id"], r["repeat"]): list(r["output_token_ids"]) for r in rows if r["label"] == "ar"}
+    found = []
+    for row in rows:
+        reference = ar.get((row["suite"], row["prompt_id"], row["repeat"]))
+        if row["label"] == "ar" or reference is None:
+            continue
+        if (divergence := classify(row["label"], row, reference, logits_of, dtype)) is not None:
+            found.append(divergence)
+    return found

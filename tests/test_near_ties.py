@@ -1,0 +1,107 @@
+"""Greedy departures from ar are classified on the target's own logits: a near-tie the dtype cannot
+resolve, or a real difference; a real difference is never called a near-tie."""
+
+import json
+
+import pytest
+import torch
+
+from decode_helpers import decode
+from tiny_models import native, tiny_llama_config, tiny_state_dict
+from ssdbench.metrics.near_ties import (NEAR_TIE_ULPS, classify, first_difference, greedy_divergences,
+                                        next_token_logits, tie_tolerance)
+from ssdbench.report.render import divergence_note
+
+PROMPT = [3, 14, 15, 9, 2, 6]
+STEPS = 12
+TIE_GAP = 1e-3  # logit gap between the twin tokens: a tie to bf16, a real gap to fp32
+
+
+@pytest.fixture(scope="module")
+def twin_model():
+    """A tiny model whose lm_head has two near-identical rows (tokens 7 and 8): at every position
+    their logits differ by ~TIE_GAP, a near-tie to bf16's resolution but not to fp32's."""
+    config = tiny_llama_config(vocab=48)
+    state = tiny_state_dict(config, seed=4)
+    head = state["lm_head.weight"]  # [V, hidden]
+    probe = native(config, state)
+    probe.allocate(1, len(PROMPT))
+    hidden = probe.forward(torch.tensor([PROMPT]), torch.arange(len(PROMPT)).unsqueeze(0), return_hidden=True)[1]
+    h = hidden[0, -1]  # [hidden]: what the lm_head reads at the prompt's end
+    lead = float((head @ h).max()) + 2.0  # the twins lead every other token there by 2
+    head[7] = h * (lead / float(h @ h))  # logit 7 = lead
+    head[8] = h * ((lead + TIE_GAP) / float(h @ h))  # logit 8 = lead + TIE_GAP
+    return native(config, state)
+
+
+def ar_output(model) -> list[int]:
+    batch, _ = decode(model, None, [PROMPT], max_new_tokens=STEPS, k=0)
+    return list(batch.rows[0].output_ids)
+
+
+def request(output, *, method="sd", engine="native", prompt_id="p0"):
+    return {"method": method, "engine": engine, "suite": "s", "prompt_id": prompt_id, "repeat": 0,
+            "prompt_token_ids": PROMPT, "output_token_ids": output}
+
+
+def test_first_difference():
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_the_tolerance_follows_the_dtype_and_the_logits_size():
+    assert tie_tolerance(torch.bfloat16, 10.0) == pytest.approx(NEAR_TIE_ULPS * 2**-7 * 10)
+    assert tie_tolerance(torch.float32, 10.0) < tie_tolerance(torch.float16, 10.0) < tie_tolerance(torch.bfloat16, 10.0)
+    assert tie_tolerance(torch.bfloat16, 0.01) == tie_tolerance(torch.bfloat16, 1.0)  # never below one unit's worth
+
+
+def test_a_flip_between_twin_tokens_is_a_near_tie_in_bf16_and_a_difference_in_fp32(twin_model):
+    ar = ar_output(twin_model)
+    logits_of = lambda ids: next_token_logits(twin_model, ids)  # noqa: E731
+    assert ar[0] in (7, 8), ar  # the twins lead at the first step
+    flipped = [15 - ar[0]] + ar[1:]  # the other twin: 7 <-> 8
+    bf16 = classify("sd", request(flipped), ar, logits_of, torch.bfloat16)
+    assert bf16.position == 0 and {bf16.ar_token, bf16.token} == {7, 8}
+    assert 0 <= bf16.margin < 2 * TIE_GAP and bf16.near_tie
+    fp32 = classify("sd", request(flipped), ar, logits_of, torch.float32)
+    assert fp32.margin == pytest.approx(bf16.margin) and not fp32.near_tie
+
+
+def test_a_token_the_target_ranks_far_below_is_not_a_near_tie(twin_model):
+    ar = ar_output(twin_model)
+    logits = next_token_logits(twin_model, PROMPT + ar[:3])  # [V]
+    worst = int(logits.argmin())
+    departed = ar[:3] + [worst] + ar[4:]
+    found = classify("sd", request(departed), ar, lambda ids: next_token_logits(twin_model, ids), torch.bfloat16)
+    assert found.position == 3 and found.token == worst and found.margin > found.tolerance and not found.near_tie
+
+
+def test_the_run_check_pairs_each_variant_with_ars_request(twin_model):
+    ar = ar_output(twin_model)
+    rows = [request(ar, method="ar"), request(ar), request([15 - ar[0]] + ar[1:], method="ssd"),
+            request(ar[:5], method="hf-generate", engine="transformers"),  # stopped early: no token chosen differently
+            request([15 - ar[0]], prompt_id="other")]  # no ar request to pair with
+    columns = {name: [r[name] for r in rows] for name in rows[0]}
+    calls = []
+
+    def logits_of(ids):
+        calls.append(ids)
+        return next_token_logits(twin_model, ids)
+
+    found = greedy_divergences(columns, logits_of, torch.bfloat16)
+    assert [(d.label, d.position) for d in found] == [("ssd", 0)] and len(calls) == 1
+    note = divergence_note([d.describe() for d in found])
+    assert "1 at near-ties" in note and "ssd" in note and "NOT" not in note
+
+
+def test_a_greedy_run_records_that_nothing_departed(tmp_path):
+    from cli_fixtures import save_tiny_model
+    from test_cli_run import base_args, run_cli
+
+    target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
+    out = tmp_path / "run"
+    result = run_cli(*base_args(target, out, "--methods", "ar,sd", "--k", "3"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "manifest.json").read_text())["greedy_divergences"] == []
+    assert "Greedy outputs identical to ar" in result.output and "departing" not in result.output
