@@ -9,7 +9,7 @@
  * - float32: one dot product per (output, input row), the weight row re-read from L1 cache
  *   for each input row;
  * - int8 with one float32 scale per output (weight-only quantisation, a quarter of the
- *   bytes): each block of 16 int8 is widened to float32 in registers once and multiplied
+ *   bytes): each block of LANES int8 is widened to float32 in registers once and multiplied
  *   into up to ROW_BLOCK input rows.
  *
  * Each output's sum is accumulated in the same order whatever the row count (a row's
@@ -17,18 +17,28 @@
  * rows share the call: a K+1-token verify gives bitwise the logits a one-token step would.
  *
  * Compiled on the machine that runs it (gemv.py: -O3 -march=native -fopenmp): the vector code
- * is GCC/Clang vector extensions, so a 16-float vector becomes one AVX-512 register, two AVX2
- * registers or four SSE ones; only the int8 widening names AVX-512/AVX2 instructions, behind
- * the compiler's own feature macros, with a plain loop elsewhere. Loaded after torch, so its
+ * is GCC/Clang vector extensions one register wide (LANES floats: 16 with AVX-512, 8 with
+ * AVX2, 4 otherwise); only the int8 widening names AVX-512/AVX2/SSE4.1 instructions, behind the
+ * compiler's own feature macros, with a plain loop elsewhere. Loaded after torch, so its
  * OpenMP regions use torch's own thread pool (the same libgomp).
  */
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if defined(__SSE4_1__)
 #include <immintrin.h>
 #endif
 
+/* One vector register of floats: 16 with AVX-512, 8 with AVX2, 4 otherwise. Vectors wider than
+ * the registers are split by the compiler, but it spills the accumulators that do not fit
+ * (measured: 34 ms against 6 ms for SmolLM2's int8 projections on AVX2), so the width follows
+ * the instruction set. */
+#if defined(__AVX512F__)
 #define LANES 16
+#elif defined(__AVX2__)
+#define LANES 8
+#else
+#define LANES 4
+#endif
 #define ROW_BLOCK 4 /* input rows sharing one widened int8 block: 8 accumulators, AVX2 fits them */
 
 typedef float f32v __attribute__((vector_size(LANES * sizeof(float))));
@@ -39,18 +49,19 @@ static inline f32v load_f32(const float *p) {
   return v;
 }
 
-/* 16 int8 widened to 16 floats (exact: every int8 is a float32). GCC turns neither a vector
+/* LANES int8 widened to floats (exact: every int8 is a float32). GCC turns neither a vector
  * conversion nor a loop into the sign-extend-and-convert instructions, so where the compiler
- * targets AVX-512 or AVX2 those are named; elsewhere the plain loop is correct, only slower. */
+ * targets AVX-512, AVX2 or SSE4.1 those are named; elsewhere the plain loop is correct, only
+ * slower (4x the SSE4.1 path's time on SmolLM2's projections; the probe then keeps torch's kernel). */
 static inline f32v load_i8(const int8_t *p) {
 #if defined(__AVX512F__)
   return (f32v)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 #elif defined(__AVX2__)
-  const __m256 halves[2] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))),
-                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))))};
-  f32v v;
-  memcpy(&v, halves, sizeof v);
-  return v;
+  return (f32v)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+#elif defined(__SSE4_1__)
+  int32_t four;
+  memcpy(&four, p, sizeof four);
+  return (f32v)_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four)));
 #else
   float f[LANES];
   for (int l = 0; l < LANES; l++) f[l] = (float)p[l];
@@ -58,20 +69,13 @@ static inline f32v load_i8(const int8_t *p) {
 #endif
 }
 
-/* The lanes' sum in a fixed order, halving: (lo half + hi half) until four lanes are left. */
-typedef float f8v __attribute__((vector_size(8 * sizeof(float))));
-typedef float f4v __attribute__((vector_size(4 * sizeof(float))));
-
+/* The lanes' sum in a fixed order, halving: lane l += lane l + w for w = LANES/2, ..., 1. */
 static inline float lane_sum(f32v v) {
-  f8v lo8, hi8;
-  memcpy(&lo8, &v, sizeof lo8);
-  memcpy(&hi8, (const char *)&v + sizeof lo8, sizeof hi8);
-  const f8v s8 = lo8 + hi8;
-  f4v lo4, hi4;
-  memcpy(&lo4, &s8, sizeof lo4);
-  memcpy(&hi4, (const char *)&s8 + sizeof lo4, sizeof hi4);
-  const f4v s4 = lo4 + hi4;
-  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  float s[LANES];
+  memcpy(s, &v, sizeof s);
+  for (int w = LANES / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) s[l] += s[l + w];
+  return s[0];
 }
 
 /* One float32 weight row against one input row. */

@@ -30,7 +30,8 @@ def cc_without(tmp_path, *flags: str) -> str:
     return str(wrapper)
 
 
-ISA_PATHS = {"native": (), "avx2-or-less": ("-mno-avx512f",), "generic": ("-mno-avx512f", "-mno-avx2")}
+ISA_PATHS = {"native": (), "avx2-or-less": ("-mno-avx512f",), "sse4.1-or-less": ("-mno-avx512f", "-mno-avx2"),
+             "generic": ("-mno-avx512f", "-mno-avx2", "-mno-sse4.1")}
 
 
 @pytest.fixture(params=list(ISA_PATHS))
