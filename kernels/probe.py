@@ -31,9 +31,13 @@ from ssdbench.machine_cache import cache_file, read_entries, write_entry
 from ssdbench.profiling.environment import cpu_model
 
 TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
-PROBE_ROWS = (1, 2, 4, 8)  # a decode step up to a verify of K+1 = 8 rows (oneDNN's packing is tuned for ~8)
+# A decode step up to a verify of K+1 = 8 rows (oneDNN's packing is tuned for ~8), and 32 for a
+# prefill: a row-streaming kernel that wins at one row can be several times slower on a
+# prompt (int8 gemv made the draft's prefill of 140 tokens take ~1 s), so prefills must
+# go to whichever kernel wins with many rows.
+PROBE_ROWS = (1, 2, 4, 8, 32)
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_VERSION = "probe2"  # in the cache key: choices an earlier probe made are not reused
+PROBE_VERSION = "probe3"  # in the cache key: choices an earlier probe made are not reused
 PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
 
@@ -122,22 +126,27 @@ def time_kernels(candidates: Sequence[tuple[KernelTrial, Factory]], shapes: Sequ
             for (trial, _), t in zip(candidates, samples)]
 
 
-def choose(trials: Sequence[KernelTrial], *, rows: Sequence[int] = PROBE_ROWS) -> DenseChoice:
+def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
 
-    The switch is the fewest probed rows from which the many-rows kernel wins at every larger
-    count too; a near-tie goes to the earlier candidate.
+    The rows compared are those every working trial was timed at. The one-row kernel keeps the
+    row counts up to the last of its unbroken run of wins from one row up; every larger call
+    goes to the many-rows kernel (between probed counts, a row-streaming kernel's cost grows
+    with the rows, a GEMM's hardly). A near-tie goes to the earlier candidate.
     """
     working = [t for t in trials if t.works]
     if not working:
         reasons = "; ".join(f"{t.kernel}: {t.reason}" for t in trials)
         raise RuntimeError(f"no dense linear kernel works here ({reasons})")
     if not all(t.ms_by_rows for t in working):  # untimed (a single candidate): nothing to choose
-        return DenseChoice(working[0].kernel, working[0].kernel, min(rows), tuple(trials))
+        return DenseChoice(working[0].kernel, working[0].kernel, 1, tuple(trials))
+    rows = set.intersection(*(set(dict(t.ms_by_rows)) for t in working))
     winners = [(r, _fastest(working, r)) for r in sorted(rows)]
     few, many = winners[0][1], winners[-1][1]
-    split = min(r for r, _ in winners if all(w == many for r2, w in winners if r2 >= r))
-    return DenseChoice(few, many, split, tuple(trials))
+    if few == many:
+        return DenseChoice(few, many, 1, tuple(trials))
+    last_few = next(r for (r, w), (_, after) in zip(winners, winners[1:]) if after != few)
+    return DenseChoice(few, many, last_few + 1, tuple(trials))
 
 
 def _fastest(working: Sequence[KernelTrial], rows: int) -> str:

@@ -6,8 +6,8 @@ bytes). Which one a model gets is decided by trying them, as for dense kernels (
   activations and scales. Absent without a C compiler.
 - `int8pack_mm`: `torch._weight_int8pack_mm`, bf16 activations and scales; missing or refused
   on some devices (CUDA builds may lack it).
-- `int8_dequant`: the fallback when neither works: dequantised to the activation dtype on every
-  call, faithful to the quantised values but not faster than a dense layer.
+- `int8_dequant`: dequantised to the activation dtype on every call, then a dense GEMM: slow for
+  a decode step, but it may win a prefill's many rows; and the fallback where nothing else runs.
 `select_int8_kernel` makes the choice; the manifest records it with its trials.
 """
 
@@ -25,7 +25,9 @@ from ssdbench.kernels.linear import RowSplitLinear
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
 INT8_DEQUANT = "int8_dequant"
-INT8_CANDIDATES = (INT8_GEMV, INT8_PACK)  # probe order: a near-tie goes to the earlier (float32 activations)
+# Probe order: a near-tie goes to the earlier (float32 activations first). The dequantising
+# kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
+INT8_CANDIDATES = (INT8_GEMV, INT8_PACK, INT8_DEQUANT)
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
@@ -57,6 +59,8 @@ PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on ot
 def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
     if name == INT8_GEMV:
         return gemv_i8_unavailable_reason(device)
+    if name == INT8_DEQUANT:
+        return None
     if not _int8pack_works(torch.device(device).type):
         return "torch._weight_int8pack_mm is missing or refuses this device"
     if odd := sorted({i for i, _ in shapes if i % PACK_IN_MULTIPLE}):
@@ -78,7 +82,7 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     if cache_path is not None and (cached := probe.read_cached(cache_path, key)) is not None:
         return cached
     trials = [_check(name, device, dtype, shapes) for name in candidates]
-    if not any(t.works for t in trials):
+    if not any(t.works for t in trials):  # the fallback works everywhere; only forcing it off gets here
         return probe.DenseChoice(INT8_DEQUANT, INT8_DEQUANT, 1, tuple(trials))
     if sum(t.works for t in trials) > 1:
         working = [(t, _factory(t.kernel, device)) for t in trials if t.works]
