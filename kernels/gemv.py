@@ -44,6 +44,7 @@ class GemvLinear:
         self.w = weight.to(device="cpu", dtype=torch.float32).contiguous()  # [out, in]
         self.bias = None if bias is None else bias.to(dtype=torch.float32).contiguous()  # [out]
         self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
+        self._w_ptr = self.w.data_ptr()
         self.out_features, self.in_features = self.w.shape
         self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * 4
 
@@ -52,10 +53,9 @@ class GemvLinear:
             raise ValueError(f"gemv: a {x.dtype} input of {x.shape[-1]} features for a float32 weight of "
                              f"{self.in_features}")
         x = x.contiguous()
-        rows = x.numel() // self.in_features
         y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
-        self._fn(x.data_ptr(), self.w.data_ptr(), self._bias_ptr, y.data_ptr(), rows, self.in_features,
-                 self.out_features, torch.get_num_threads())
+        self._fn(x.data_ptr(), self._w_ptr, self._bias_ptr, y.data_ptr(), x.numel() // self.in_features,
+                 self.in_features, self.out_features, torch.get_num_threads())
         return y
 
     def nbytes(self) -> int:

@@ -153,17 +153,19 @@ class Int8GemvLinear:
         self.scales = scales.float().contiguous()  # [out]
         self.bias = None if bias is None else bias.float().contiguous()  # [out]
         self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
+        self._w_ptr, self._scales_ptr = self.w_int8.data_ptr(), self.scales.data_ptr()
         self.out_features, self.in_features = self.w_int8.shape
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         if x.shape[-1] != self.in_features:
             raise ValueError(f"int8 gemv: an input of {x.shape[-1]} features for a weight of {self.in_features}")
-        x32 = x.to(torch.float32).contiguous()
-        rows = x32.numel() // self.in_features
+        if x.dtype != torch.float32:  # float32 inside: the common case pays no conversions
+            return self(x.float()).to(x.dtype)
+        x = x.contiguous()
         y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
-        self._fn(x32.data_ptr(), self.w_int8.data_ptr(), self.scales.data_ptr(), self._bias_ptr, y.data_ptr(), rows,
-                 self.in_features, self.out_features, torch.get_num_threads())
-        return y.to(x.dtype)
+        self._fn(x.data_ptr(), self._w_ptr, self._scales_ptr, self._bias_ptr, y.data_ptr(),
+                 x.numel() // self.in_features, self.in_features, self.out_features, torch.get_num_threads())
+        return y
 
     def nbytes(self) -> int:
         return self.w_int8.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())
