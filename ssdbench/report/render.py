@@ -80,9 +80,9 @@ def divergence_note(divergences: Sequence[dict]) -> str:
         parts.append(f"{len(ties)} at near-ties the dtype cannot resolve ({_labels(ties)}; widest margin "
                      f"{abs(worst['margin']):.3g} ≤ tolerance {worst['tolerance']:.3g})")
     if real:
-        first = max(real, key=lambda d: abs(d["margin"]))
-        parts.append(f"{len(real)} NOT near-ties ({_labels(real)}; e.g. prompt {first['prompt_id']} token "
-                     f"{first['position']}: margin {first['margin']:.3g} > tolerance {first['tolerance']:.3g})")
+        widest = max(real, key=lambda d: abs(d["margin"]))
+        parts.append(f"{len(real)} NOT near-ties ({_labels(real)}; widest: prompt {widest['prompt_id']} token "
+                     f"{widest['position']}, margin {widest['margin']:.3g} > tolerance {widest['tolerance']:.3g})")
     return f"Requests departing from ar: {'; '.join(parts)}."
 
 
