@@ -75,6 +75,8 @@ def test_a_token_the_target_ranks_far_below_is_not_a_near_tie(twin_model):
     departed = ar[:3] + [worst] + ar[4:]
     found = classify("sd", request(departed), ar, lambda ids: next_token_logits(twin_model, ids), torch.bfloat16)
     assert found.position == 3 and found.token == worst and found.margin > found.tolerance and not found.near_tie
+    note = divergence_note([found.describe()])
+    assert "1 NOT near-ties (sd; widest: prompt p0 token 3" in note and "near-ties the dtype" not in note
 
 
 def test_the_run_check_pairs_each_variant_with_ars_request(twin_model):
