@@ -24,6 +24,8 @@
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "gemv.h"
 #if defined(__SSE4_1__)
 #include <immintrin.h>
 #endif

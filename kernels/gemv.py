@@ -28,6 +28,9 @@ from ssdbench.machine_cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")
+# Built into the same library: decode_layer.c calls gemv.c's projections (gemv.h).
+SOURCES = (SOURCE, Path(__file__).with_name("decode_layer.c"))
+HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 BUILD_TIMEOUT_S = 120
 
@@ -78,6 +81,11 @@ def gemv_i8_unavailable_reason(device) -> str | None:
     return _load()[1]
 
 
+def library():
+    """The built library (gemv.c and decode_layer.c); OSError with the reason when it cannot be had."""
+    return _library()
+
+
 def gemv_i8_function():
     """ssdbench_gemv_i8(x, w_int8, scales, b, y, rows, in, out, threads): float32 x, scales, b and y."""
     return _library().ssdbench_gemv_i8
@@ -103,6 +111,8 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     i8 = lib.ssdbench_gemv_i8  # (x, w, scales, b, y, rows, in, out, threads)
     i8.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
     i8.restype = None
+    layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
+    layer.restype = ctypes.c_int
     return lib, None
 
 
@@ -116,7 +126,7 @@ def _built_library() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        done = subprocess.run([compiler, *CFLAGS, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True,
+        done = subprocess.run([compiler, *CFLAGS, *map(str, SOURCES), "-o", str(tmp)], capture_output=True, text=True,
                               timeout=BUILD_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise OSError(f"building gemv.c failed: {err}") from err
@@ -129,8 +139,9 @@ def _built_library() -> Path:
 
 
 def _build_key(compiler: str) -> str:
-    """Source, flags, compiler and CPU: a build made for another processor is never loaded here."""
-    what = "|".join((SOURCE.read_text(encoding="utf-8"), " ".join(CFLAGS), compiler, cpu_model(), _cpu_flags()))
+    """Sources, flags, compiler and CPU: a build made for another processor is never loaded here."""
+    texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
+    what = "|".join((*texts, " ".join(CFLAGS), compiler, cpu_model(), _cpu_flags()))
     return hashlib.sha256(what.encode()).hexdigest()[:16]
 
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
+from ssdbench.kernels.decode_layer import FusedDecode
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.int8 import make_int8_linear, select_int8_kernel
@@ -79,6 +80,8 @@ class NativeCausalLM:
         self.scale = shape.head_dim**-0.5
         self.cache: StaticKVCache | None = None
         self.static_shapes = False  # attend over the whole cache with an on-device mask (cuda_graphs.py)
+        self.fused_decode = True  # one-token steps through kernels/decode_layer.c where it applies
+        self._fused: FusedDecode | None | bool = False  # False: not looked at yet
         self._cos = self._sin = torch.empty(0, 1, shape.head_dim, device=device, dtype=dtype)  # [S, 1, D]
 
     def allocate(self, batch_size: int, max_len: int) -> None:
@@ -110,9 +113,12 @@ class NativeCausalLM:
         cos, sin = self._cos[positions], self._sin[positions]  # [B, T, 1, D]
         index = cache.slot_index(slots)  # [B, Hkv, T, D]
         x = F.embedding(tokens, self.embed)  # [B, T, hidden]
-        for i, layer in enumerate(self.layers):
-            x = self._attention(i, layer, x, cos, sin, index, mask, span)
-            x = self._mlp(layer, x)
+        if tokens.shape[1] == 1 and attn_mask is None and not self.static_shapes and self.fused is not None:
+            x = self.fused.run(x, cos, sin, slots)  # each row one token over its own chain: what `mask` says
+        else:
+            for i, layer in enumerate(self.layers):
+                x = self._attention(i, layer, x, cos, sin, index, mask, span)
+                x = self._mlp(layer, x)
         if logits_at is not None:
             x = x.gather(1, logits_at[..., None].expand(-1, -1, x.shape[-1]))  # [B, T', hidden]
         x = F.rms_norm(x, (x.shape[-1],), self.norm, self.shape.rms_norm_eps)
@@ -120,6 +126,15 @@ class NativeCausalLM:
         return (logits, x) if return_hidden else logits
 
     __call__ = forward
+
+    @property
+    def fused(self) -> FusedDecode | None:
+        """The fused one-token step (kernels/decode_layer.py), or None where it does not apply or is off."""
+        if not self.fused_decode:
+            return None
+        if self._fused is False:
+            self._fused = FusedDecode.make(self)
+        return self._fused
 
     def copy_slots(self, row: int, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Row `row`'s K/V at slots src [N] copied to slots dst [N], every layer (ssd: a hit branch onto the main line)."""
@@ -189,12 +204,16 @@ class NativeCausalLM:
                 "linear_kernel": self.lm_head.name, "dtype": str(self.dtype).removeprefix("torch."),
                 "device": str(self.device), "attention_backend": self.backend_name,
                 "weight_bytes_per_forward": self.weight_bytes_per_forward(), "kernels": self.kernels,
-                **self._skip_record()}
+                **self._fused_record(), **self._skip_record()}
 
     def kernel_names(self) -> dict:
         """The kernels this model runs, by kind: what runs must be compared with what runs."""
         return {"linear": self.lm_head.name, "attention": self.backend_name,
-                "dtype": str(self.dtype).removeprefix("torch."), **self._skip_record()}
+                "dtype": str(self.dtype).removeprefix("torch."), **self._fused_record(), **self._skip_record()}
+
+    def _fused_record(self) -> dict:
+        """`decode_step: fused` only where one-token steps run decode_layer.c (other records stay as they were)."""
+        return {"decode_step": "fused"} if self.fused is not None else {}
 
     def _skip_record(self) -> dict:
         """The layers left out, only where there are some (full models' records stay as they were)."""

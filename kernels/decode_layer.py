@@ -1,0 +1,103 @@
+"""The fused one-token decode step on CPU: decode_layer.c runs each decoder layer in one call.
+
+A one-token step's ~20 small tensor operations per layer cost, launched from Python, about as
+much as reading the weights (measured on SmolLM2-135M: ~10 ms of dispatch per forward against
+~6 ms of int8 projections). `FusedDecode` hands decode_layer.c each layer's weights once, as
+pointers, and then runs a step's layers with one call each.
+
+It applies only where the Python path (llama.py) would attend with no mask: every row decodes
+one token at its own slot over its own causal chain. And only where every projection of every
+layer runs a gemv.c kernel for one row (`gemv`, `int8_gemv`, or either as the one-row side of a
+row split): the fused step then reads the same weights through the same code. The model records
+`decode_step: fused` among its kernels when it qualifies (llama.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from ssdbench.kernels.gemv import GemvLinear, library
+from ssdbench.kernels.linear import RowSplitLinear
+
+
+class Projection(ctypes.Structure):
+    """decode_layer.c's `projection`: int8 when scales is set."""
+
+    _fields_ = [("w", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p),
+                ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64)]
+
+
+class LayerDims(ctypes.Structure):
+    _fields_ = [("rows", ctypes.c_int64), ("hidden", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("max_len", ctypes.c_int64),
+                ("eps", ctypes.c_float), ("scale", ctypes.c_float), ("threads", ctypes.c_int32)]
+
+
+def one_row_projection(linear) -> Projection | None:
+    """The gemv.c kernel `linear` runs for one row, as pointers; None when it runs another kernel."""
+    from ssdbench.models.int8 import Int8GemvLinear  # models/int8.py imports kernels: no cycle at import
+
+    if isinstance(linear, RowSplitLinear):
+        return one_row_projection(linear.few) if linear.split_rows > 1 else None
+    if type(linear) is GemvLinear:
+        return Projection(linear._w_ptr, None, linear._bias_ptr, linear.in_features, linear.out_features)
+    if type(linear) is Int8GemvLinear:
+        return Projection(linear._w_ptr, linear._scales_ptr, linear._bias_ptr, linear.in_features,
+                          linear.out_features)
+    return None
+
+
+def _ptr(t: torch.Tensor | None):
+    return None if t is None else t.data_ptr()
+
+
+class FusedDecode:
+    """A native model's layers as decode_layer.c calls (see the module docstring); `make` says if it qualifies."""
+
+    def __init__(self, model, projections: list[tuple[Projection, ...]]) -> None:
+        self._fn = library().ssdbench_decode_layer
+        self.model = model
+        self.projections = projections  # kept alive: the C side reads them by pointer
+        self.norms = [(l.attn_norm.contiguous(), l.mlp_norm.contiguous(),
+                       None if l.q_norm is None else l.q_norm.contiguous(),
+                       None if l.k_norm is None else l.k_norm.contiguous()) for l in model.layers]
+
+    @classmethod
+    def make(cls, model) -> FusedDecode | None:
+        """The fused step for `model`, or None where it does not apply (device, dtype, kernels, build)."""
+        if torch.device(model.device).type != "cpu" or model.dtype != torch.float32 or model.shape.head_dim > 1024:
+            return None
+        projections = []
+        for layer in model.layers:
+            each = tuple(one_row_projection(f) for f in (layer.qkv, layer.o, layer.gate_up, layer.down))
+            if any(p is None for p in each):
+                return None
+            projections.append(each)
+        try:
+            return cls(model, projections)
+        except OSError:  # the library cannot be built here: the Python path serves
+            return None
+
+    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """x [B, 1, hidden] after the embedding -> the residual stream after the last layer, in place.
+        cos, sin [B, 1, 1, D] at each row's position; slots [B, 1], each row's cache slot."""
+        s, cache = self.model.shape, self.model.cache
+        x = x.contiguous()
+        cos, sin = cos.reshape(x.shape[0], -1).contiguous(), sin.reshape(x.shape[0], -1).contiguous()  # [B, D]
+        slots = slots.reshape(-1).to(torch.int64).contiguous()  # [B]
+        dims = LayerDims(x.shape[0], s.hidden, s.num_heads, s.num_kv_heads, s.head_dim, cache.max_len,
+                         s.rms_norm_eps, self.model.scale, torch.get_num_threads())
+        for i, ((qkv, o, gate_up, down), (attn_norm, mlp_norm, q_norm, k_norm)) in enumerate(
+                zip(self.projections, self.norms)):
+            status = self._fn(
+                ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(attn_norm.data_ptr()),
+                ctypes.c_void_p(mlp_norm.data_ptr()), ctypes.byref(qkv), ctypes.byref(o), ctypes.byref(gate_up),
+                ctypes.byref(down), ctypes.c_void_p(_ptr(q_norm)), ctypes.c_void_p(_ptr(k_norm)),
+                ctypes.c_void_p(cos.data_ptr()), ctypes.c_void_p(sin.data_ptr()),
+                ctypes.c_void_p(cache.k[i].data_ptr()), ctypes.c_void_p(cache.v[i].data_ptr()),
+                ctypes.c_void_p(slots.data_ptr()), ctypes.byref(dims))
+            if status != 0:
+                raise MemoryError("decode_layer.c could not allocate its scratch memory")
+        return x
