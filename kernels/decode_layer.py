@@ -18,7 +18,7 @@ import ctypes
 
 import torch
 
-from ssdbench.kernels.gemv import GemvLinear, library
+from ssdbench.kernels.gemv import library
 from ssdbench.kernels.linear import RowSplitLinear
 
 
@@ -36,17 +36,15 @@ class LayerDims(ctypes.Structure):
 
 
 def one_row_projection(linear) -> Projection | None:
-    """The gemv.c kernel `linear` runs for one row, as pointers; None when it runs another kernel."""
-    from ssdbench.models.int8 import Int8GemvLinear  # models/int8.py imports kernels: no cycle at import
+    """The gemv.c kernel `linear` runs for one row, as pointers; None when it runs another kernel.
 
+    gemv.c's linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`) say so by their
+    `gemv_pointers`: (weight, scales or None, bias or None, in_features, out_features).
+    """
     if isinstance(linear, RowSplitLinear):
         return one_row_projection(linear.few) if linear.split_rows > 1 else None
-    if type(linear) is GemvLinear:
-        return Projection(linear._w_ptr, None, linear._bias_ptr, linear.in_features, linear.out_features)
-    if type(linear) is Int8GemvLinear:
-        return Projection(linear._w_ptr, linear._scales_ptr, linear._bias_ptr, linear.in_features,
-                          linear.out_features)
-    return None
+    pointers = getattr(linear, "gemv_pointers", None)
+    return None if pointers is None else Projection(*pointers)
 
 
 def _ptr(t: torch.Tensor | None):

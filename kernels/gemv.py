@@ -61,6 +61,11 @@ class GemvLinear:
                  self.in_features, self.out_features, torch.get_num_threads())
         return y
 
+    @property
+    def gemv_pointers(self) -> tuple:
+        """(weight, scales, bias, in, out) for decode_layer.c: float32, so no scales."""
+        return self._w_ptr, None, self._bias_ptr, self.in_features, self.out_features
+
     def nbytes(self) -> int:
         return self.num_bytes
 

@@ -167,6 +167,11 @@ class Int8GemvLinear:
                  x.numel() // self.in_features, self.in_features, self.out_features, torch.get_num_threads())
         return y
 
+    @property
+    def gemv_pointers(self) -> tuple:
+        """(weight, scales, bias, in, out) for kernels/decode_layer.c."""
+        return self._w_ptr, self._scales_ptr, self._bias_ptr, self.in_features, self.out_features
+
     def nbytes(self) -> int:
         return self.w_int8.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())
 
