@@ -168,3 +168,21 @@ def test_a_line_without_a_prompt_field_is_refused(tiny_target, tmp_path, line):
     result = run_cli("--target", str(tiny_target), "--suite", str(suite), "--out", str(tmp_path / "run"))
     assert_one_line_error(result, f"{suite} line 2", "no prompt text", "prompt, text, question, instruction, turns")
     assert not (tmp_path / "run").exists()
+
+
+def test_an_mbu_above_100_percent_is_explained(tiny_target, tmp_path, monkeypatch):
+    """A probe that read slower than decoding did (the machine's bandwidth varies) gives MBU > 100%:
+    the run says what that means instead of printing it bare."""
+    from ssdbench.profiling.bandwidth import BandwidthReading
+    from ssdbench.run import session
+
+    def probe_reading(gbs):
+        return lambda device: BandwidthReading(gbs=gbs, p10_gbs=gbs, p90_gbs=gbs, num_passes=3, sizes_mib=(64,),
+                                               threads=1)
+
+    monkeypatch.setattr(session, "measure_steady_read_bandwidth", probe_reading(1e-6))
+    result = run_cli(*base_args(tiny_target, tmp_path / "run", "--methods", "ar"))
+    assert result.exit_code == 0 and "MBU above 100%" in result.output, result.output
+    monkeypatch.setattr(session, "measure_steady_read_bandwidth", probe_reading(1e6))
+    normal = run_cli(*base_args(tiny_target, tmp_path / "run2", "--methods", "ar"))
+    assert normal.exit_code == 0 and "target MBU" in normal.output and "MBU above 100%" not in normal.output

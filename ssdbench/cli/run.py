@@ -103,6 +103,10 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
         band = f", passes p10-p90 {spread['p10_gbs']:.1f}-{spread['p90_gbs']:.1f}" if "p10_gbs" in spread else ""
         console.print(f"target MBU: target weight bytes per forward × forwards/s ÷ measured read bandwidth "
                       f"({manifest['memory_read_bandwidth_gbs']:.1f} GB/s median{band} on {plan.target_placement.spec}).")
+        if (summary["target_mbu"] > 1).any():
+            console.print("MBU above 100%: decoding read the weights faster than the bandwidth probe read memory "
+                          "before the run; the machine's bandwidth varies (see the probe's spread), so read MBU "
+                          "as approximate here.")
     if manifest.get("kernels"):
         used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}" for role, k in manifest["kernels"].items())
         console.print(f"kernels (probed here): {used}")
