@@ -62,3 +62,14 @@ def test_it_applies_only_to_gemv_kernels_and_says_so():
     assert on_matmul.fused is None and "decode_step" not in on_matmul.kernel_names()
     on_gemv.fused_decode = False
     assert "decode_step" not in on_gemv.kernel_names()
+
+
+def test_a_run_says_which_roles_ran_fused_steps(tmp_path):
+    from cli_fixtures import save_tiny_model
+    from test_cli_run import base_args, run_cli
+
+    target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
+    fused = run_cli(*base_args(target, tmp_path / "a", "--methods", "ar", "--linear-kernel", "gemv"))
+    assert fused.exit_code == 0 and "target: gemv, sdpa, fused one-token steps" in fused.output, fused.output
+    plain = run_cli(*base_args(target, tmp_path / "b", "--methods", "ar", "--linear-kernel", "matmul"))
+    assert plain.exit_code == 0 and "fused one-token steps" not in plain.output

@@ -108,7 +108,9 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
                           "before the run; the machine's bandwidth varies (see the probe's spread), so read MBU "
                           "as approximate here.")
     if manifest.get("kernels"):
-        used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}" for role, k in manifest["kernels"].items())
+        used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}"
+                         + (", fused one-token steps" if k.get("decode_step") == "fused" else "")
+                         for role, k in manifest["kernels"].items())
         console.print(f"kernels (probed here): {used}")
     if plan.models.random_weights:
         console.print("[bold yellow]random weights[/]: published shapes with random weights (--random-weights); the "
