@@ -3,8 +3,9 @@
  *
  * A one-token step on a CPU does little arithmetic per weight, and launching its ~20 small
  * tensor operations per layer from Python cost about as much as reading the weights (a
- * SmolLM2-135M draft step: ~6 ms of int8 projections, ~10 ms of dispatch). Here the layer runs
- * as plain loops; the projections are gemv.c's, so they read the weights as fast as ever.
+ * SmolLM2-135M int8 draft step: 12.0 ms, of which ~6 ms int8 projections; fused, 8.4 ms). Here
+ * the layer runs as plain loops; the projections are gemv.c's, so they read the weights as fast
+ * as ever.
  *
  * Only the case the Python path handles with no mask: each of B rows decodes one token at its
  * own slot and sees every slot up to it (a causal chain). Trees, verifies and prefills keep the
