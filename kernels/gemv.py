@@ -43,7 +43,7 @@ class GemvLinear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
         if (reason := gemv_unavailable_reason(device, dtype)) is not None:
             raise RuntimeError(f"gemv kernel unavailable: {reason}")
-        self._fn = _library().ssdbench_gemv_f32
+        self._fn = library().ssdbench_gemv_f32
         self.w = weight.to(device="cpu", dtype=torch.float32).contiguous()  # [out, in]
         self.bias = None if bias is None else bias.to(dtype=torch.float32).contiguous()  # [out]
         self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
@@ -86,17 +86,13 @@ def gemv_i8_unavailable_reason(device) -> str | None:
     return _load()[1]
 
 
-def library():
-    """The built library (gemv.c and decode_layer.c); OSError with the reason when it cannot be had."""
-    return _library()
-
-
 def gemv_i8_function():
     """ssdbench_gemv_i8(x, w_int8, scales, b, y, rows, in, out, threads): float32 x, scales, b and y."""
-    return _library().ssdbench_gemv_i8
+    return library().ssdbench_gemv_i8
 
 
-def _library() -> ctypes.CDLL:
+def library() -> ctypes.CDLL:
+    """The built library (gemv.c and decode_layer.c); OSError with the reason when it cannot be had."""
     lib, reason = _load()
     if lib is None:
         raise OSError(reason)

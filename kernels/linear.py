@@ -120,11 +120,8 @@ def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequ
     if kernel != "auto" and not trials[0].works:
         raise UsageError(f"linear kernel {kernel!r} does not work for {str(dtype).removeprefix('torch.')} on "
                          f"{device}: {trials[0].reason}; use --linear-kernel auto")
-    if sum(t.works for t in trials) > 1:
-        working = [(t, _factory(t.kernel, device, dtype)) for t in trials if t.works]
-        timed = iter(probe.time_kernels(working, shapes, device=device, dtype=dtype))
-        trials = [next(timed) if t.works else t for t in trials]
-    choice = probe.choose(trials)
+    choice = probe.time_and_choose(trials, lambda name: _factory(name, device, dtype), shapes, device=device,
+                                   dtype=dtype)
     if not allow_split and choice.few != choice.many:
         choice = probe.DenseChoice(choice.many, choice.many, choice.split_rows, choice.trials)
     if cache_path is not None:

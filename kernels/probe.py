@@ -126,6 +126,17 @@ def time_kernels(candidates: Sequence[tuple[KernelTrial, Factory]], shapes: Sequ
             for (trial, _), t in zip(candidates, samples)]
 
 
+def time_and_choose(trials: Sequence[KernelTrial], factory: Callable[[str], Factory],
+                    shapes: Sequence[tuple[int, int]], *, device, dtype: torch.dtype) -> DenseChoice:
+    """`choose` among `trials` after timing the working ones, when there is more than one to compare;
+    factory(name) makes a candidate's linears."""
+    if sum(t.works for t in trials) > 1:
+        working = [(t, factory(t.kernel)) for t in trials if t.works]
+        timed = iter(time_kernels(working, shapes, device=device, dtype=dtype))
+        trials = [next(timed) if t.works else t for t in trials]
+    return choose(trials)
+
+
 def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
 

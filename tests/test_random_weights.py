@@ -10,7 +10,7 @@ from cli_checks import assert_one_line_error
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app
-from ssdbench.models.model_set import ModelSet, ModelSettings
+from ssdbench.models.model_set import ModelSet
 from ssdbench.models.shape import known_shape
 from ssdbench.run.plan import build_plan
 from ssdbench.run.settings import RunSettings

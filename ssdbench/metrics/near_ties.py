@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ssdbench.metrics.summary import variant_label
+
 NEAR_TIE_ULPS = 8  # margins within 8 epsilons of the logit's size: bf16 6.3%, fp16 0.8%, fp32 1e-6 relative
 
 
@@ -84,12 +86,12 @@ def greedy_divergences(requests: dict[str, list], logits_of: Callable[[list[int]
                        dtype: torch.dtype) -> list[Divergence]:
     """Every request of a greedy run whose output departs from ar's on the same prompt and repeat.
 
-    requests: the recorder's columns (label from method and engine as the summary names it).
+    requests: the recorder's columns (labelled as the summary labels them).
     Baselines and variants alike are checked; ar itself is the reference.
     """
     rows = [dict(zip(requests, values)) for values in zip(*requests.values())]
     for row in rows:
-        row["label"] = row["method"] if row["engine"] in ("native", "transformers") else f"{row['method']}@{row['engine']}"
+        row["label"] = variant_label(row["method"], row["engine"])
     ar = {(r["suite"], r["prompt_id"], r["repeat"]): list(r["output_token_ids"]) for r in rows if r["label"] == "ar"}
     found = []
     for row in rows:

@@ -12,11 +12,16 @@ SPEEDUP_NOTE = ("decode speedup: paired geometric mean of decode tok/s ratios (p
                 "mean whole-request tok/s (TTFT included) over the baseline's, Spec-Bench's formula.")
 
 
+def variant_label(method: str, engine: str) -> str:
+    """A variant's name: `sd`, `sd@hf`; transformers' baselines by method."""
+    return method if engine in ("native", "transformers") else f"{method}@{engine}"
+
+
 def add_label(frame: pd.DataFrame) -> pd.DataFrame:
-    """`label` names a variant: `sd`, `sd@hf`; transformers' baselines by method."""
+    """`label` names a variant (`variant_label`)."""
     frame = frame.copy()
     # per row, not vectorised: an empty frame (no rounds) has untyped columns that cannot be added
-    labels = [m if e in ("native", "transformers") else f"{m}@{e}" for m, e in zip(frame["method"], frame["engine"])]
+    labels = [variant_label(m, e) for m, e in zip(frame["method"], frame["engine"])]
     frame["label"] = pd.Series(labels, index=frame.index, dtype=str)
     return frame
 

@@ -84,11 +84,7 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     trials = [_check(name, device, dtype, shapes) for name in candidates]
     if not any(t.works for t in trials):  # the fallback works everywhere; only forcing it off gets here
         return probe.DenseChoice(INT8_DEQUANT, INT8_DEQUANT, 1, tuple(trials))
-    if sum(t.works for t in trials) > 1:
-        working = [(t, _factory(t.kernel, device)) for t in trials if t.works]
-        timed = iter(probe.time_kernels(working, shapes, device=device, dtype=dtype))
-        trials = [next(timed) if t.works else t for t in trials]
-    choice = probe.choose(trials)
+    choice = probe.time_and_choose(trials, lambda name: _factory(name, device), shapes, device=device, dtype=dtype)
     if cache_path is not None:
         probe.write_cached(cache_path, key, choice)
     return choice
@@ -108,10 +104,11 @@ class Int8PackLinear:
     """y = x @ dequant(w)^T + b through `_weight_int8pack_mm`; bf16 inside, x's dtype out."""
 
     name = INT8_PACK
+    in_multiple = PACK_IN_MULTIPLE  # input widths the kernel takes without crashing
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
-        if type(self) is Int8PackLinear and weight.shape[1] % PACK_IN_MULTIPLE:
-            raise ValueError(f"int8pack_mm: an input width of {weight.shape[1]} is not a multiple of {PACK_IN_MULTIPLE}")
+        if weight.shape[1] % self.in_multiple:
+            raise ValueError(f"{self.name}: an input width of {weight.shape[1]} is not a multiple of {self.in_multiple}")
         q, scales = quantized or quantize_int8(weight)
         self.w_int8 = q.to(device)  # [out, in]
         self.scales = scales.to(device=device, dtype=torch.bfloat16)  # [out]
@@ -132,6 +129,7 @@ class Int8DequantLinear(Int8PackLinear):
     """Fallback with the same quantised values: dequantise to x's dtype, then a dense matmul."""
 
     name = INT8_DEQUANT
+    in_multiple = 1  # a plain dense matmul: any width
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         w = self.w_int8.to(x.dtype) * self.scales.to(x.dtype)[:, None]  # [out, in]
