@@ -9,7 +9,7 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.registry import get_backend, list_backends
-from ssdbench.kernels.sdpa import naive_attention
+from ssdbench.kernels.sdpa import folded_gqa_attention, naive_attention
 
 
 def random_case(*, b=2, h=4, hkv=2, t=3, s=9, d=8, seed=0, causal=False):
@@ -33,6 +33,15 @@ def test_sdpa_matches_naive_attention(h, hkv, t):
     want = naive_attention(q, k, v, mask, scale=0.3)
     assert got.shape == q.shape
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("h,hkv,t", [(4, 2, 3), (6, 2, 5), (3, 1, 1), (8, 2, 1)])
+def test_folded_gqa_matches_naive_attention(h, hkv, t):
+    """The CUDA masked path's folding of query groups, checked here on CPU, strided queries included."""
+    q, k, v, mask = random_case(h=h, hkv=hkv, t=t, s=11)
+    q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # [B, H, T, D], as the model passes it
+    got = folded_gqa_attention(q_strided, k, v, mask, scale=0.3)
+    torch.testing.assert_close(got, naive_attention(q, k, v, mask, scale=0.3), atol=1e-5, rtol=1e-5)
 
 
 def test_sdpa_accepts_non_contiguous_queries():
@@ -82,10 +91,13 @@ def test_kernels_folder_does_not_pass_for_hugging_face_kernels():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_sdpa_on_cuda_matches_cpu():
-    q, k, v, mask = random_case(t=4, s=33)
-    got = get_backend("sdpa", device="cuda").attend(q.cuda(), k.cuda(), v.cuda(), mask.cuda(), scale=0.25)
-    torch.testing.assert_close(got.cpu(), naive_attention(q, k, v, mask, scale=0.25), atol=1e-4, rtol=1e-4)
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 2e-2)])
+def test_sdpa_on_cuda_matches_cpu(dtype, tol):
+    q, k, v, mask = random_case(t=4, s=33, d=64)  # grouped queries under a tree-like mask: the folded path
+    got = get_backend("sdpa", device="cuda").attend(q.cuda().to(dtype), k.cuda().to(dtype), v.cuda().to(dtype),
+                                                    mask.cuda(), scale=0.25)
+    want = naive_attention(q.to(dtype).float(), k.to(dtype).float(), v.to(dtype).float(), mask, scale=0.25)
+    torch.testing.assert_close(got.float().cpu(), want, atol=tol, rtol=tol)
 
 
 @pytest.mark.gpu
