@@ -111,7 +111,7 @@ def time_kernels(candidates: Sequence[tuple[KernelTrial, Factory]], shapes: Sequ
     inputs = {r: [torch.randn(1, r, i, generator=gen).to(device=device, dtype=dtype) for i, _ in _capped(shapes)]
               for r in rows}
     built = [[make(w, None) for w in weights] for _, make in candidates]
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(device)) if torch.device(device).type == "cuda" else (lambda: None)
     samples: list[dict[int, list[float]]] = [{r: [] for r in rows} for _ in candidates]
     for round_index in range(rounds + 1):  # round 0 warms up: first calls pay one-off set-up
         for linears, times in zip(built, samples):

@@ -38,6 +38,34 @@ def test_static_shapes_compute_what_the_dynamic_forward_does():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_a_smaller_batch_decodes_on_the_first_rows_of_the_graphs_cache():
+    """Graphs read the buffers they were captured on, so batches of one capacity share one cache:
+    a smaller batch takes its first rows (views), zeroed, and decodes as on a cache of its own."""
+    hf = tiny_hf_model("llama")
+    graphed = GraphedModel(native_of(hf, max_len=48))  # on CPU nothing is captured until a plain step
+    graphed.allocate(3, 48)
+    storage = graphed.model.cache
+    graphed.model.forward(torch.tensor([[5, 6]] * 3), chain(2, batch=3))  # eager: leaves K/V in every row
+    graphed.allocate(2, 48)
+    cache = graphed.model.cache
+    assert (cache.batch_size, cache.max_len) == (2, 48)
+    assert cache.k.data_ptr() == storage.k.data_ptr() and cache.v.data_ptr() == storage.v.data_ptr()
+    assert not cache.k.any() and not cache.v.any()  # zeroed in place, as a fresh allocation is
+
+    prompt = torch.randint(0, 97, (2, 7), generator=torch.Generator().manual_seed(3))  # [2, T]
+    fresh = native_of(hf, max_len=48, batch_size=2)
+    fresh.static_shapes = True
+    torch.testing.assert_close(graphed.model.forward(prompt, chain(7, batch=2)), fresh(prompt, chain(7, batch=2)),
+                               rtol=0, atol=0)
+
+    graphed.allocate(3, 48)  # back to the largest batch: the same buffers again
+    assert graphed.model.cache.k.data_ptr() == storage.k.data_ptr()
+    graphed.allocate(4, 48)  # a larger batch, or another capacity, needs new buffers
+    assert graphed.model.cache.batch_size == 4 and graphed.model.cache.k.data_ptr() != storage.k.data_ptr()
+    graphed.allocate(4, 56)
+    assert graphed.model.cache.max_len == 56
+
+
 def test_modes_and_devices():
     assert not uses_cuda_graphs("auto", "cpu") and not uses_cuda_graphs("off", "cpu")
     with pytest.raises(UsageError, match="--cuda-graphs on needs a CUDA device"):
@@ -74,3 +102,45 @@ def test_a_graphed_model_decodes_as_the_eager_one_on_cuda(dtype):
     verify, slots = torch.tensor([[3, 8, 1, 40, 2]]).cuda(), torch.arange(56, 61)[None].cuda()
     torch.testing.assert_close(graphed(verify, slots), eager(verify, slots))
     assert (1, 5) in graphed.graph_shapes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+def test_graphs_outlive_batches_of_one_capacity_on_cuda():
+    hf = tiny_hf_model("llama")
+    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda"), max_tokens=5)
+    prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(6)).cuda()
+    first = _greedy(graphed, prompt, 6)
+    graphs = dict(graphed._graphs)
+    graphed.allocate(1, 64)  # the next batch of the run: same capacity, same buffers
+    assert _greedy(graphed, prompt, 6) == first
+    assert graphed._graphs == graphs  # replayed, not captured again
+    assert (1, 12) not in graphed.graph_shapes  # a prefill longer than max_tokens runs eagerly
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_graph_captured_off_the_current_device_replays_its_own_work():
+    hf = tiny_hf_model("llama")
+    eager = native_of(hf, max_len=64, device="cuda:1")
+    eager.static_shapes = True
+    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda:1"))
+    prompt = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(5)).to("cuda:1")
+    assert torch.cuda.current_device() == 0
+    assert _greedy(graphed, prompt, 12) == _greedy(eager, prompt, 12)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+def test_every_native_draft_is_graphed_as_the_target_is(tmp_path):
+    """The self-skip draft is a view of the target's layers: it must replay graphs too, or sd's
+    comparison against the graphed target would pay eager launches for the draft alone."""
+    from ssdbench.models.drafts import parse_draft
+    from ssdbench.models.model_set import ModelSet, ModelSettings
+
+    folder = save_tiny_model(tmp_path / "tiny")
+    models = ModelSet(ModelSettings(target=str(folder), draft=parse_draft("self-skip:1"), device="cuda:0"))
+    target, draft = models.target("native"), models.draft("native")
+    assert isinstance(target, GraphedModel) and isinstance(draft, GraphedModel)
+    assert len(draft.model.layers) == 1 and draft.model.layers[0] is target.model.layers[0]
+    assert draft.model.static_shapes

@@ -45,6 +45,32 @@ def test_slots_match_what_the_batch_and_the_speculator_allocate():
     assert tree.num_slots == (batch.max_len + 5 + 2) + budget * 5  # Speculator.start_batch's max_len
 
 
+def test_every_batch_of_a_run_allocates_the_planned_capacity():
+    """One capacity per run (CUDA graphs outlive batches): the longest prompt's slots, K included, for
+    every batch and method, which is what the memory plan reserves."""
+    from ssdbench.decoding.workload import DecodeSettings, Workload
+
+    workload = Workload(suite="s", prompt_ids=("a", "b"), token_ids=((1,) * 37, (2,) * 50), eos_ids=frozenset())
+    decode = DecodeSettings(k=5, max_new_tokens=64)
+    capacity = decode.cache_capacity(workload)
+    assert capacity == mp.Lengths(2, 50, 64, 5).num_slots
+    for prompts, lookahead in (([[1] * 37], 0), ([[1] * 37], 5), ([[1] * 37, [2] * 50], 5)):
+        batch = new_batch(prompts, max_new_tokens=64, eos_ids=frozenset(), lookahead=lookahead, capacity=capacity)
+        assert batch.max_len == capacity
+    with pytest.raises(ValueError, match="needs"):
+        new_batch([[2] * 51], max_new_tokens=64, eos_ids=frozenset(), lookahead=5, capacity=capacity)
+
+
+def test_cuda_and_cuda_0_are_one_gpu():
+    shape = known_shape("llama-3.2-1b")
+    lengths = mp.Lengths(1, 10, 10, 4)
+    needs = [mp.role_need("target rank 0", "cuda:0", shape, lengths, itemsize=2),
+             mp.role_need("draft", "cuda", shape, lengths, itemsize=2)]
+    assert list(mp.needs_by_device(needs)) == ["cuda:0"]
+    both = sum(n.total for n in needs)
+    assert mp.shortfall(needs, lambda d: both - 1) == ("cuda:0", both, both - 1)
+
+
 @pytest.mark.parametrize("methods,slack", [(("ar",), 0), (("ar", "sd"), 4), (("ar", "sd", "ssd"), 8),
                                            (("hf-assisted",), 4), (("hf-generate",), 0)])
 def test_the_plan_reserves_the_drafts_past_the_last_token(methods, slack):

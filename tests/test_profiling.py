@@ -147,3 +147,22 @@ def test_steady_bandwidth_reading_has_its_spread_and_stays_within_budget():
     assert reading.describe()["gbs"] == reading.gbs
     with pytest.raises(ValueError):
         bandwidth.measure_steady_read_bandwidth("cpu", sizes_mib=(), budget_ms=10)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_the_sampler_opens_the_gpu_torch_names_by_its_uuid():
+    """torch and NVML number GPUs differently under CUDA_VISIBLE_DEVICES: the sampler matches UUIDs."""
+    pynvml = pytest.importorskip("pynvml")
+    from ssdbench.profiling.nvml import _device_handle, cuda_uuid
+
+    pynvml.nvmlInit()
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(_device_handle(pynvml, 0))
+        assert (uuid.decode() if isinstance(uuid, bytes) else uuid) == cuda_uuid(0)
+    finally:
+        pynvml.nvmlShutdown()
+    with GpuSampler({0: "target"}, interval_s=0.01) as sampler:
+        time.sleep(0.05)
+    assert sampler.unavailable_reason is None and sampler.rows
+    assert all(row["device_index"] == 0 and row["mem_mib"] > 0 for row in sampler.rows)

@@ -44,10 +44,12 @@ def perform_run(plan: RunPlan, *, format: str = "table") -> None:
     session.validate(plan)
     models, workload, suite_info = session.prepare(plan)
     try:
+        limits = session.check_limits(plan, models, workload)
         with progress_bar(console) as progress:
             task = progress.add_task("decoding", total=execute.count_units(plan, workload))
             outcome = session.run_point(plan, models, workload, suite_info,
-                                        lambda label, n: progress.update(task, advance=n, description=label))
+                                        lambda label, n: progress.update(task, advance=n, description=label),
+                                        limits=limits)
     finally:
         models.close()  # a tensor-parallel target's other ranks
     report_run(plan, outcome.path, outcome.recorder, console, format)

@@ -8,6 +8,7 @@ value holds commas itself: `--grid methods='ar,sd;ar,ssd'`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 import inspect
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -101,15 +102,14 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     console = Console(stderr=format == "json")
     widest = max(plans, key=lambda p: p.draft_slack)  # prompts fitted once, to the point reaching furthest
     models, workload, suite_info = session.prepare(widest)  # loaded once for every point
-    for plan in plans:
-        session.check_limits(plan, models, workload)
+    limits = [session.check_limits(plan, models, workload) for plan in plans]  # before any point loads a model
     statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
     write_index(sweep_dir, base, points, statuses)
-    todo = [(p, plan) for p, plan in zip(points, plans) if statuses[p.name] != "complete"]
+    todo = [(p, plan, limit) for p, plan, limit in zip(points, plans, limits) if statuses[p.name] != "complete"]
     try:
         with progress_bar(console) as progress:
-            task = progress.add_task("sweep", total=sum(execute.count_units(plan, workload) for _, plan in todo))
-            for point, plan in todo:
+            task = progress.add_task("sweep", total=sum(execute.count_units(plan, workload) for _, plan, _ in todo))
+            for point, plan, limit in todo:
                 if statuses[point.name] != "absent":
                     set_aside(sweep_dir / point.name)
                 statuses[point.name] = "running"
@@ -117,7 +117,8 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
                 try:
                     session.run_point(plan, models, workload, suite_info,
                                       lambda label, n, name=point.name: progress.update(task, advance=n,
-                                                                                        description=f"{name} {label}"))
+                                                                                        description=f"{name} {label}"),
+                                      limits=limit)
                 finally:  # interrupted or failed: the index says so too, as the point's own manifest does
                     statuses[point.name] = point_status(sweep_dir / point.name)
                     write_index(sweep_dir, base, points, statuses)
@@ -133,10 +134,11 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
 
 
 def _check_same_models(plans) -> None:
-    """Models and prompts are loaded once for the whole sweep: no axis may change them."""
+    """Models and prompts are loaded once for the whole sweep: no axis may change them. (K may: the
+    models are built for the widest point, whose graphed steps cover every point's verify.)"""
     first = plans[0]
     for plan in plans[1:]:
-        if plan.models != first.models or plan.suite != first.suite:
+        if replace(plan.models, k=first.models.k) != first.models or plan.suite != first.suite:
             raise UsageError("a sweep loads its models and prompts once: target, draft, dtype, engines, devices and "
                              "the suite cannot be axes; run those as separate sweeps")
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ssdbench.decoding.batch import cache_slots
 from ssdbench.sampling.params import RowSampling, SamplingParams
 from ssdbench.sampling.acceptance_setting import EXACT, SyntheticAcceptance
 
@@ -43,6 +44,13 @@ class DecodeSettings:
     target: SamplingParams = SamplingParams()
     draft: SamplingParams = SamplingParams()  # what drafts sample at (exact either way)
     synthetic: SyntheticAcceptance | None = None  # --acceptance synthetic:...; None: the exact rule
+
+    def cache_capacity(self, workload: Workload) -> int:
+        """Cache slots per row for every batch of the run (warm-up included), whatever its prompts and
+        method: batches then allocate the same cache, which CUDA graphs need to outlive a batch
+        (models/cuda_graphs.py). On the dynamic-shape path a larger cache costs memory, not time."""
+        new_tokens = max(self.max_new_tokens, WARMUP_TOKENS)  # the warm-up may decode more than the run
+        return cache_slots(workload.longest_prompt, max_new_tokens=new_tokens, lookahead=self.k)
 
     @property
     def acceptance(self) -> str:

@@ -8,10 +8,16 @@ whole cache, the mask built on the device, no value read back to the host) and t
 call copies its inputs into buffers owned by the graph.
 
 `GraphedModel` wraps a `NativeCausalLM` and keeps one graph per (rows, tokens) shape of a
-plain step — a 1-token decode, a K+1-token verify, a tree step of a fixed width — captured on
-its first call. Calls with a custom mask, selected logits or hidden states, and prefills
-(many tokens, each prompt a different length) run eagerly, with the same static shapes, so
-every call computes the same arithmetic. Graphs are dropped when the cache is reallocated.
+plain step — a 1-token decode, a K+1-token verify — captured on its first call. Calls with a
+custom mask, selected logits or hidden states, and steps longer than `max_tokens` (prefills:
+each prompt a different length) run eagerly, with the same static shapes, so every call
+computes the same arithmetic.
+
+A graph reads the buffers it was captured on, so the cache outlives batches: every batch of a
+run asks for the same capacity (`DecodeSettings.cache_capacity`), a batch of fewer rows (the last
+one) takes the first rows of the largest batch's cache, and `allocate` zeroes in place. The
+run's warm-up therefore captures the graphs its timed batches replay; only a new capacity or
+a larger batch re-allocates and drops them.
 """
 
 from __future__ import annotations
@@ -40,26 +46,40 @@ def uses_cuda_graphs(mode: str, device) -> bool:
 class GraphedModel:
     """A native model whose plain steps replay CUDA graphs; everything else is the model's own."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, *, max_tokens: int = MAX_GRAPH_TOKENS) -> None:
         self.model = model
+        self.max_tokens = max_tokens  # the longest plain step graphed (a K+1-token verify)
         model.static_shapes = True
         self._graphs: dict[tuple[int, int], _Graph] = {}
+        self._storage = model.cache  # the largest batch's StaticKVCache; smaller batches take its first rows
+        self._stream = None  # the capture stream, on the model's device (made at the first capture)
 
     def allocate(self, batch_size: int, max_len: int) -> None:
+        """A zeroed cache of `batch_size` rows and `max_len` slots; on the graphs' own buffers where they fit."""
+        storage = self._storage
+        if storage is not None and storage.max_len == max_len and storage.batch_size >= batch_size:
+            self.model.cache = storage.first_rows(batch_size)
+            self.model.cache.clear()
+            return
         self._graphs.clear()  # they point at the old cache's buffers
+        self._storage = self.model.cache = None  # freed before the new one is made
         self.model.allocate(batch_size, max_len)
+        self._storage = self.model.cache
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, slots: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None,
                 return_hidden: bool = False):
         b, t = tokens.shape
-        if attn_mask is not None or logits_at is not None or return_hidden or t > MAX_GRAPH_TOKENS:
+        if attn_mask is not None or logits_at is not None or return_hidden or t > self.max_tokens:
             return self.model.forward(tokens, positions, slots=slots, attn_mask=attn_mask, logits_at=logits_at,
                                       return_hidden=return_hidden)
+        slots = positions if slots is None else slots
         graph = self._graphs.get((b, t))
         if graph is None:
-            graph = self._graphs[(b, t)] = _Graph.capture(self.model, tokens, positions)
-        return graph.replay(tokens, positions, positions if slots is None else slots)
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device=tokens.device)
+            graph = self._graphs[(b, t)] = _Graph.capture(self.model, tokens, positions, slots, stream=self._stream)
+        return graph.replay(tokens, positions, slots)
 
     __call__ = forward
 
@@ -87,23 +107,27 @@ class _Graph:
         self.graph, self.tokens, self.positions, self.slots, self.logits = graph, tokens, positions, slots, logits
 
     @classmethod
-    def capture(cls, model, tokens: torch.Tensor, positions: torch.Tensor) -> _Graph:
-        static_tokens, static_positions = tokens.clone(), positions.clone()  # [B, T] each
-        static_slots = positions.clone()  # [B, T]
-        side = torch.cuda.Stream(device=tokens.device)
-        side.wait_stream(torch.cuda.current_stream(tokens.device))
-        with torch.cuda.stream(side):  # warm-up writes the cache at these slots: the replay rewrites them
-            for _ in range(WARMUP_CALLS):
-                model.forward(static_tokens, static_positions, slots=static_slots)
-        torch.cuda.current_stream(tokens.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            logits = model.forward(static_tokens, static_positions, slots=static_slots)  # [B, T, V]
+    def capture(cls, model, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, *,
+                stream: torch.cuda.Stream) -> _Graph:
+        """Warm up on `stream`, then capture one forward on it. The model's device is made current
+        throughout: a capture records only the current device's work, and torch.cuda.graph's own
+        default stream would be on whichever device first captured anything in this process."""
+        static_tokens, static_positions, static_slots = tokens.clone(), positions.clone(), slots.clone()  # [B, T]
+        with torch.cuda.device(tokens.device):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):  # warm-up writes the cache at these slots: the replay rewrites them
+                for _ in range(WARMUP_CALLS):
+                    model.forward(static_tokens, static_positions, slots=static_slots)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                logits = model.forward(static_tokens, static_positions, slots=static_slots)  # [B, T, V]
         return cls(graph, static_tokens, static_positions, static_slots, logits)
 
     def replay(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        self.tokens.copy_(tokens)
-        self.positions.copy_(positions)
-        self.slots.copy_(slots)
-        self.graph.replay()
-        return self.logits.clone()  # the next replay overwrites the buffer
+        with torch.cuda.device(self.tokens.device):  # the graph launches on the current device's stream
+            self.tokens.copy_(tokens)
+            self.positions.copy_(positions)
+            self.slots.copy_(slots)
+            self.graph.replay()
+            return self.logits.clone()  # the next replay overwrites the buffer

@@ -30,6 +30,20 @@ class StaticKVCache:
         self.k = torch.zeros(size, device=device, dtype=dtype)  # [L, B, Hkv, S_max, D]
         self.v = torch.zeros(size, device=device, dtype=dtype)  # [L, B, Hkv, S_max, D]
 
+    def first_rows(self, batch_size: int) -> StaticKVCache:
+        """A cache of this one's first `batch_size` rows, sharing its buffers (views, not copies):
+        CUDA graphs captured on a row count keep reading the same memory (cuda_graphs.py)."""
+        if not 0 < batch_size <= self.batch_size:
+            raise ValueError(f"{batch_size} rows of a cache of {self.batch_size}")
+        view = object.__new__(StaticKVCache)
+        view.k, view.v = self.k[:, :batch_size], self.v[:, :batch_size]  # [L, b, Hkv, S_max, D] each
+        return view
+
+    def clear(self) -> None:
+        """Zero every slot in place, as a fresh allocation is (the buffers keep their addresses)."""
+        self.k.zero_()
+        self.v.zero_()
+
     @property
     def batch_size(self) -> int:
         return self.k.shape[1]

@@ -118,12 +118,20 @@ def tensor_parallel_needs(shape: ModelShape, lengths: Lengths, *, devices: list[
 
 
 def needs_by_device(needs: list[RoleNeed]) -> dict[str, list[RoleNeed]]:
-    """Roles grouped by the memory they share: every cpu placement is one host."""
+    """Roles grouped by the memory they share: every cpu placement is one host, and `cuda` is `cuda:0`."""
     grouped: dict[str, list[RoleNeed]] = {}
     for need in needs:
-        key = "cpu" if need.device.startswith("cpu") else need.device
-        grouped.setdefault(key, []).append(need)
+        grouped.setdefault(memory_domain(need.device), []).append(need)
     return grouped
+
+
+def memory_domain(device: str) -> str:
+    """The memory a placement draws on: "cpu" for any cpu placement, "cuda:N" for a GPU (plain "cuda" is cuda:0)."""
+    if device.startswith("cpu"):
+        return "cpu"
+    if device == "cuda":
+        return "cuda:0"
+    return device
 
 
 def shortfall(needs: list[RoleNeed], available: Callable[[str], int | None]) -> tuple[str, int, int] | None:

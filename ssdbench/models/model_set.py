@@ -56,6 +56,7 @@ class ModelSettings:
     tp: int = 1  # tensor-parallel ranks of the native target (tensor_parallel.py)
     threads: int | None = None  # torch threads of the run (split between CPU ranks)
     cuda_graphs: str = "auto"  # native models on CUDA replay graphed steps (cuda_graphs.py)
+    k: int = 4  # draft tokens per round: graphed steps are up to a K+1-token verify
 
 
 @dataclass
@@ -205,7 +206,9 @@ class ModelSet:
         """The target's own layers minus the skipped ones (shared weights, a KV cache of its own)."""
         if engine != "native":
             raise UsageError("the self-skip draft runs on the native engine only")
-        return skipping_view(self.target("native"), self.skip_layers)
+        target = self.target("native")
+        full = target.model if isinstance(target, GraphedModel) else target  # a view of the model, graphed afresh
+        return self._graphed(skipping_view(full, self.skip_layers))
 
     def hf_target(self):
         """transformers' own model (for `--engine hf` and the generate baselines)."""
@@ -239,8 +242,12 @@ class ModelSet:
 
     def _build(self, source, engine: str, *, int8: bool):
         model = self._build_model(source, engine, int8=int8)
-        if engine == "native" and self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, self.device):
-            return GraphedModel(model)
+        return self._graphed(model) if engine == "native" else model
+
+    def _graphed(self, model):
+        """A native model, wrapped to replay CUDA graphs where the run uses them (not with --tp)."""
+        if self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, self.device):
+            return GraphedModel(model, max_tokens=self.config.k + 1)
         return model
 
     def _build_model(self, source, engine: str, *, int8: bool):

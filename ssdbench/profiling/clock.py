@@ -15,7 +15,8 @@ class PhaseClock:
     """Marks named instants within a round; `elapsed_ms(a, b)` after `resolve()`."""
 
     def __init__(self, device: torch.device | str) -> None:
-        self._cuda = torch.device(device).type == "cuda"
+        self._device = torch.device(device)
+        self._cuda = self._device.type == "cuda"
         self._marks: dict[str, object] = {}
         self.t_start_ns = 0
 
@@ -27,7 +28,7 @@ class PhaseClock:
     def mark(self, name: str) -> None:
         if self._cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self._device))  # the model's device, current or not
             self._marks[name] = event
         else:
             self._marks[name] = time.perf_counter_ns()

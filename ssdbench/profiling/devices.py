@@ -21,3 +21,13 @@ def check_device(name: str, *, flag: str = "--device"):
     elif device.type != "cpu":
         raise UsageError(f"{flag} {name}: ssdbench runs on cpu or cuda")
     return device
+
+
+def make_current(name: str) -> None:
+    """On CUDA, make `name` this process's current device: CUDA events, syncs, new streams and graph
+    captures that name no device go to the current one, which is otherwise cuda:0."""
+    import torch
+
+    device = torch.device(name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)

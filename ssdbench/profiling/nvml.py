@@ -88,8 +88,9 @@ def _sample_device(pynvml: Any, handle: Any) -> dict:
 class GpuSampler:
     """Samples NVML every `interval_s` on a daemon thread while used as a context manager.
 
-    `devices` maps NVML device index -> role ("target", "draft", ...). `rows` are dicts
-    with the columns of the `gpu` table; `unavailable_reason` says why there are none.
+    `devices` maps torch's CUDA index -> role ("target", "draft", ...); NVML opens each by its
+    UUID. `rows` are dicts with the columns of the `gpu` table; `unavailable_reason` says why
+    there are none.
     A sample is taken on entry and on exit, so even a short run gets two per device.
     `clock_ns` must be the clock of steps.t_start_ns (time.time_ns, as PhaseClock uses).
     """
@@ -129,7 +130,7 @@ class GpuSampler:
         if self._pynvml is None:
             return
         try:
-            self._handles = {i: self._pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.devices}
+            self._handles = {i: _device_handle(self._pynvml, i) for i in self.devices}
         except Exception as err:
             self._give_up(f"no GPU telemetry: cannot open device(s) {sorted(self.devices)}: "
                           f"{_text(err)}")
@@ -172,3 +173,21 @@ class GpuSampler:
         _query(self._pynvml.nvmlShutdown)
         self._pynvml = None
         self._handles = {}
+
+
+def _device_handle(pynvml, torch_index: int):
+    """NVML's handle of the GPU torch calls `torch_index`, matched by UUID: the two number GPUs
+    differently under CUDA_VISIBLE_DEVICES or CUDA's fastest-first order. By index where torch
+    cannot name the UUID or NVML cannot find it (no CUDA here; the sampler's own tests)."""
+    try:
+        return pynvml.nvmlDeviceGetHandleByUUID(cuda_uuid(torch_index))
+    except Exception:  # noqa: BLE001 - no CUDA, a torch without the property, or an NVML without the GPU
+        return pynvml.nvmlDeviceGetHandleByIndex(torch_index)
+
+
+def cuda_uuid(torch_index: int) -> str:
+    """The UUID of torch's CUDA device `torch_index`, as NVML writes it ("GPU-...")."""
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(torch_index).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"

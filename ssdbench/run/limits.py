@@ -96,9 +96,9 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
     target_device, draft_device = plan.target_placement.device, plan.draft_placement.device
     target_shape, draft_shape = shapes
     is_int8, copies = plan.draft.int8, _engine_copies(plan)
-    speculative = plan.draft_slack > 0
     rows = min(decode.batch_size, num_requests)  # a batch is never wider than the requests
-    lengths = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k if speculative else 0)
+    # every batch's cache has the run's one capacity, K draft slots included (DecodeSettings.cache_capacity)
+    lengths = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k)
     if plan.models.tp > 1:
         ranks = rank_devices(target_device, plan.models.tp)
         needs = mp.tensor_parallel_needs(target_shape, lengths, devices=ranks, itemsize=itemsize)

@@ -146,7 +146,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
                            random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
-                           threads=settings.threads,
+                           threads=settings.threads, k=settings.k,
                            cuda_graphs=_cuda_graphs(settings, target_place.device, draft_place.device))
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)

@@ -20,6 +20,7 @@ from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet, torch_dtype
 from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
+from ssdbench.profiling.devices import make_current
 from ssdbench.profiling.environment import capture_environment
 from ssdbench.profiling.nvml import GpuSampler
 from ssdbench.profiling.placement import pinned
@@ -146,7 +147,7 @@ def _save_timeline(recorder: Recorder, path: Path) -> str:
 
 def gpu_roles(plan: RunPlan) -> dict[int, str]:
     """Device index -> what runs there (target or its ranks, sd's draft, ssd's draft process), for the
-    GPU sampler; empty on CPU. CUDA indices are taken as NVML's (true unless CUDA_VISIBLE_DEVICES reorders)."""
+    GPU sampler (which finds each in NVML by its UUID); empty on CPU."""
     roles: dict[int, str] = {}
 
     def add(device: str, role: str) -> None:
@@ -176,6 +177,7 @@ def validate(plan: RunPlan) -> None:
 
 def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
+    make_current(plan.models.device)
     models = ModelSet(plan.models)
     models.target_source, models.draft_source  # noqa: B018 - resolving is the check
     limit = context_limit(models)
@@ -207,9 +209,12 @@ def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:
     return {"context_positions": limit, "memory_plan": check_memory(plan, models, workload)}
 
 
-def run_point(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict, advance) -> RunOutcome:
-    """Claim the run directory, decode every variant, write the records (or mark the run failed)."""
-    limits = check_limits(plan, models, workload)
+def run_point(plan: RunPlan, models: ModelSet, workload: Workload, suite_info: dict, advance, *,
+              limits: dict) -> RunOutcome:
+    """Claim the run directory, decode every variant, write the records (or mark the run failed).
+
+    `limits`: `check_limits` of this plan, taken before any model was loaded: afterwards the device's
+    free memory no longer counts what the loaded models (and the allocator's held blocks) occupy."""
     run_id = new_run_id()
     path = plan.out or default_run_dir(run_id=run_id)
     manifest = {**base_manifest(plan, models, workload, suite_info), "limits": limits}

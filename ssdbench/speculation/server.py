@@ -70,10 +70,12 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
 
 
 def _build_speculator(spec: DraftSpec):
+    from ssdbench.profiling.devices import make_current
     from ssdbench.profiling.placement import Placement, pin_current_process
     from ssdbench.speculation.speculator import Speculator
 
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
+    make_current(spec.device)  # events, syncs and graph captures that name no device go to the current one
     draft = _build_draft(spec)
     draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
     draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
@@ -88,7 +90,8 @@ def _build_draft(spec: DraftSpec):
     from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 
     model = _build_draft_model(spec)
-    return GraphedModel(model) if uses_cuda_graphs(spec.cuda_graphs, spec.device) else model
+    return GraphedModel(model, max_tokens=spec.lookahead + 1) if uses_cuda_graphs(spec.cuda_graphs, spec.device) \
+        else model
 
 
 def _build_draft_model(spec: DraftSpec):
