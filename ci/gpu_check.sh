@@ -187,17 +187,22 @@ test_step() {  # test_step NAME WANT_S PYTEST_ARGS...: pytest into tests.log and
     >>"$TESTS_LOG" 2>&1
 }
 
+# tests gpu|device: the gpu-marked tests (what only a GPU can check) come first; the other tests of
+# device-handling files mostly run on the CPU, so they come last, in whatever budget is left
 tests() {
-  local gpu_files device_files
-  if ! selected tests; then record tests "not selected" 0; return 0; fi
-  if is_missing pytest; then record tests skipped 0 "pytest is missing (ci/gpu_wheels.sh brings it)"; return 0; fi
-  gpu_files=$(grep -l "mark\.gpu" tests/test_*.py | tr '\n' ' ')
-  device_files=${SSDBENCH_GPU_CHECK_TESTS:-$(grep -l -i -E "cuda|--(target|draft)-device" tests/test_*.py \
-    | grep -v test_gpu_check_script | tr '\n' ' ')}
-  # shellcheck disable=SC2086  # file lists
-  test_step tests-gpu 90 -m gpu $gpu_files
-  # shellcheck disable=SC2086
-  test_step tests-device 150 -m "not slow and not gpu" $device_files
+  local which=$1 gpu_files device_files
+  if ! selected tests; then record "tests-$which" "not selected" 0; return 0; fi
+  if is_missing pytest; then record "tests-$which" skipped 0 "pytest is missing (ci/gpu_wheels.sh brings it)"; return 0; fi
+  if [[ $which == gpu ]]; then
+    gpu_files=$(grep -l "mark\.gpu" tests/test_*.py | tr '\n' ' ')
+    # shellcheck disable=SC2086  # file lists
+    test_step tests-gpu 90 -m gpu $gpu_files
+  else
+    device_files=${SSDBENCH_GPU_CHECK_TESTS:-$(grep -l -i -E "cuda|--(target|draft)-device" tests/test_*.py \
+      | grep -v test_gpu_check_script | tr '\n' ' ')}
+    # shellcheck disable=SC2086
+    test_step tests-device 150 -m "not slow and not gpu" $device_files
+  fi
 }
 
 # bench NAME WANT_S NUM_PROMPTS RUN_ARGS...: one `ssdbench run --format json` into WORK/runs/NAME,
@@ -258,9 +263,10 @@ pack() {  # runs.tgz and the summary as they stand, so a check stopped from outs
 
 note "mode $DEVICE: $PROMPTS prompts of $TOKENS new tokens per run, $DTYPE, a ${BUDGET_S} s budget"
 setup
-tests
+tests gpu
 pack
 benchmarks
+tests device
 note "the check took $(($(date +%s) - START)) s of its ${BUDGET_S} s budget"
 pack
 status=0
