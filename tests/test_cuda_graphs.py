@@ -42,7 +42,7 @@ def test_a_smaller_batch_decodes_on_the_first_rows_of_the_graphs_cache():
     """Graphs read the buffers they were captured on, so batches of one capacity share one cache:
     a smaller batch takes its first rows (views), zeroed, and decodes as on a cache of its own."""
     hf = tiny_hf_model("llama")
-    graphed = GraphedModel(native_of(hf, max_len=48))  # on CPU nothing is captured until a plain step
+    graphed = GraphedModel(native_of(hf, max_len=48))  # off CUDA it captures nothing: its steps run eagerly
     graphed.allocate(3, 48)
     storage = graphed.model.cache
     graphed.model.forward(torch.tensor([[5, 6]] * 3), chain(2, batch=3))  # eager: leaves K/V in every row
