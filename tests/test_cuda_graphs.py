@@ -98,10 +98,30 @@ def test_a_graphed_model_decodes_as_the_eager_one_on_cuda(dtype):
     graphed = GraphedModel(native_of(hf, max_len=64, device="cuda", dtype=dtype))
     prompt = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(5)).cuda()  # eager prefill
     assert _greedy(graphed, prompt, 16) == _greedy(eager, prompt, 16)
-    assert (1, 1) in graphed.graph_shapes
+    assert (1, 1, False) in graphed.graph_shapes
     verify, slots = torch.tensor([[3, 8, 1, 40, 2]]).cuda(), torch.arange(56, 61)[None].cuda()
     torch.testing.assert_close(graphed(verify, slots), eager(verify, slots))
-    assert (1, 5) in graphed.graph_shapes
+    assert (1, 5, False) in graphed.graph_shapes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+def test_a_graphed_tree_step_takes_each_calls_own_mask():
+    """ssd's tree steps replay one graph per width; the mask is an input, not baked into the graph."""
+    hf = tiny_hf_model("llama")
+    eager = native_of(hf, max_len=48, device="cuda")
+    eager.static_shapes = True
+    graphed = GraphedModel(native_of(hf, max_len=48, device="cuda"), max_tokens=2)
+    prompt = torch.randint(0, 97, (1, 20), generator=torch.Generator().manual_seed(4)).cuda()  # [1, T]
+    for model in (eager, graphed):
+        model(prompt, chain(20).cuda())
+    branches, slots = torch.tensor([[3, 8, 1, 40, 2]]).cuda(), torch.arange(21, 26)[None].cuda()  # [1, N]
+    for hidden in (23, 24, 22):  # a branch that does not see one of its elders, a different one each call
+        tree = torch.ones(1, 5, 48, dtype=torch.bool).tril(diagonal=21)  # [B, N, S_max]: branch n at slot 21 + n
+        tree[0, 4, hidden] = False
+        got, want = graphed(branches, slots, attn_mask=tree.cuda()), eager(branches, slots, attn_mask=tree.cuda())
+        torch.testing.assert_close(got, want)
+    assert graphed.graph_shapes == [(1, 5, True)]  # one capture, three replays
 
 
 @pytest.mark.gpu
@@ -115,7 +135,7 @@ def test_graphs_outlive_batches_of_one_capacity_on_cuda():
     graphed.allocate(1, 64)  # the next batch of the run: same capacity, same buffers
     assert _greedy(graphed, prompt, 6) == first
     assert graphed._graphs == graphs  # replayed, not captured again
-    assert (1, 12) not in graphed.graph_shapes  # a prefill longer than max_tokens runs eagerly
+    assert (1, 12, False) not in graphed.graph_shapes  # a prefill longer than max_tokens runs eagerly
 
 
 @pytest.mark.gpu

@@ -7,10 +7,11 @@ shapes and buffers every time, so the model runs with `static_shapes` (attention
 whole cache, the mask built on the device, no value read back to the host) and the graphed
 call copies its inputs into buffers owned by the graph.
 
-`GraphedModel` wraps a `NativeCausalLM` and keeps one graph per (rows, tokens) shape of a
-plain step — a 1-token decode, a K+1-token verify — captured on its first call. Calls with a
-custom mask, selected logits or hidden states, and steps longer than `max_tokens` (prefills:
-each prompt a different length) run eagerly, with the same static shapes, so every call
+`GraphedModel` wraps a `NativeCausalLM` and keeps one graph per (rows, tokens, masked) shape
+of a step — a 1-token decode, a K+1-token verify or glue, and ssd's tree steps, whose mask is
+one more input buffer — captured on its first call. Calls with selected logits or hidden
+states, plain steps longer than `max_tokens` (prefills: each prompt a different length) and
+trees wider than MAX_GRAPH_TOKENS run eagerly, with the same static shapes, so every call
 computes the same arithmetic.
 
 A graph reads the buffers it was captured on, so the cache outlives batches: every batch of a
@@ -29,7 +30,7 @@ import torch
 from ssdbench.errors import UsageError
 
 CUDA_GRAPH_MODES = ("auto", "on", "off")
-MAX_GRAPH_TOKENS = 33  # per row: a verify of up to --k 32; longer steps are prefills, whose shapes do not repeat
+MAX_GRAPH_TOKENS = 33  # per row: a verify of up to --k 32, or a tree of up to 33 branches
 WARMUP_CALLS = 3  # on a side stream before capture: lazy initialisations must not be recorded
 
 
@@ -44,13 +45,13 @@ def uses_cuda_graphs(mode: str, device) -> bool:
 
 
 class GraphedModel:
-    """A native model whose plain steps replay CUDA graphs; everything else is the model's own."""
+    """A native model whose repeated steps replay CUDA graphs; everything else is the model's own."""
 
     def __init__(self, model, *, max_tokens: int = MAX_GRAPH_TOKENS) -> None:
         self.model = model
         self.max_tokens = max_tokens  # the longest plain step graphed (a K+1-token verify)
         model.static_shapes = True
-        self._graphs: dict[tuple[int, int], _Graph] = {}
+        self._graphs: dict[tuple[int, int, bool], _Graph] = {}  # (rows, tokens, masked)
         self._storage = model.cache  # the largest batch's StaticKVCache; smaller batches take its first rows
         self._stream = None  # the capture stream, on the model's device (made at the first capture)
 
@@ -70,17 +71,20 @@ class GraphedModel:
                 attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None,
                 return_hidden: bool = False):
         b, t = tokens.shape
-        eager = attn_mask is not None or logits_at is not None or return_hidden or t > self.max_tokens
+        masked = attn_mask is not None
+        longest = MAX_GRAPH_TOKENS if masked else self.max_tokens  # a tree step is as wide as its branches
+        eager = logits_at is not None or return_hidden or t > longest
         if eager or tokens.device.type != "cuda":  # off CUDA (tests) the static shapes and shared cache, no graph
             return self.model.forward(tokens, positions, slots=slots, attn_mask=attn_mask, logits_at=logits_at,
                                       return_hidden=return_hidden)
         slots = positions if slots is None else slots
-        graph = self._graphs.get((b, t))
+        graph = self._graphs.get((b, t, masked))
         if graph is None:
             if self._stream is None:
                 self._stream = torch.cuda.Stream(device=tokens.device)
-            graph = self._graphs[(b, t)] = _Graph.capture(self.model, tokens, positions, slots, stream=self._stream)
-        return graph.replay(tokens, positions, slots)
+            graph = self._graphs[(b, t, masked)] = _Graph.capture(self.model, tokens, positions, slots, attn_mask,
+                                                                  stream=self._stream)
+        return graph.replay(tokens, positions, slots, attn_mask)
 
     __call__ = forward
 
@@ -91,8 +95,8 @@ class GraphedModel:
         return {**self.model.kernel_names(), "cuda_graphs": True}
 
     @property
-    def graph_shapes(self) -> list[tuple[int, int]]:
-        """The (rows, tokens) shapes captured so far."""
+    def graph_shapes(self) -> list[tuple[int, int, bool]]:
+        """The (rows, tokens, masked) shapes captured so far."""
         return sorted(self._graphs)
 
     def __getattr__(self, name: str) -> Any:  # shape, device, dtype, copy_slots, cache, ...
@@ -102,33 +106,39 @@ class GraphedModel:
 
 
 class _Graph:
-    """One captured step: input buffers, the graph, and the logits buffer it writes."""
+    """One captured step: input buffers (the mask only for a masked step), the graph, and the logits buffer it writes."""
 
-    def __init__(self, graph, tokens, positions, slots, logits) -> None:
-        self.graph, self.tokens, self.positions, self.slots, self.logits = graph, tokens, positions, slots, logits
+    def __init__(self, graph, tokens, positions, slots, mask, logits) -> None:
+        self.graph, self.tokens, self.positions, self.slots, self.mask = graph, tokens, positions, slots, mask
+        self.logits = logits
 
     @classmethod
-    def capture(cls, model, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, *,
-                stream: torch.cuda.Stream) -> _Graph:
+    def capture(cls, model, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                mask: torch.Tensor | None, *, stream: torch.cuda.Stream) -> _Graph:
         """Warm up on `stream`, then capture one forward on it. The model's device is made current
         throughout: a capture records only the current device's work, and torch.cuda.graph's own
         default stream would be on whichever device first captured anything in this process."""
         static_tokens, static_positions, static_slots = tokens.clone(), positions.clone(), slots.clone()  # [B, T]
+        static_mask = None if mask is None else mask.clone()  # [B, T, S_max] bool
         with torch.cuda.device(tokens.device):
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):  # warm-up writes the cache at these slots: the replay rewrites them
                 for _ in range(WARMUP_CALLS):
-                    model.forward(static_tokens, static_positions, slots=static_slots)
+                    model.forward(static_tokens, static_positions, slots=static_slots, attn_mask=static_mask)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
-                logits = model.forward(static_tokens, static_positions, slots=static_slots)  # [B, T, V]
-        return cls(graph, static_tokens, static_positions, static_slots, logits)
+                logits = model.forward(static_tokens, static_positions, slots=static_slots,
+                                       attn_mask=static_mask)  # [B, T, V]
+        return cls(graph, static_tokens, static_positions, static_slots, static_mask, logits)
 
-    def replay(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    def replay(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+               mask: torch.Tensor | None) -> torch.Tensor:
         with torch.cuda.device(self.tokens.device):  # the graph launches on the current device's stream
             self.tokens.copy_(tokens)
             self.positions.copy_(positions)
             self.slots.copy_(slots)
+            if self.mask is not None:
+                self.mask.copy_(mask)
             self.graph.replay()
             return self.logits.clone()  # the next replay overwrites the buffer
