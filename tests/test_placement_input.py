@@ -54,6 +54,24 @@ def test_malformed_core_lists_are_refused(tiny, tmp_path, flag, value, fragment)
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("extra, fragment", [
+    (("--methods", "ar,sd", "--sd-draft-device", "cpu"), "on CPU it shares the target's cores"),
+    (("--methods", "ar,ssd", "--sd-draft-device", "cuda:1"), "no method of this run drafts in the target's process"),
+    (("--methods", "ar,sd", "--draft", "ngram", "--sd-draft-device", "cuda:1"), "no weights of its own"),
+    (("--methods", "ar,sd", "--draft", "self-skip:1", "--sd-draft-device", "cuda:1"), "no weights of its own"),
+    (("--methods", "ar,sd", "--engine", "native,hf", "--sd-draft-device", "cuda:1"), "use --engine native"),
+])
+def test_what_sd_draft_device_cannot_do_is_one_line(tiny, tmp_path, extra, fragment):
+    assert_one_line_error(run(tiny, tmp_path / "run", *extra), "--sd-draft-device", fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal where CUDA is missing")
+def test_sd_draft_device_on_a_machine_without_cuda_is_one_line(tiny, tmp_path):
+    assert_one_line_error(run(tiny, tmp_path / "run", "--methods", "ar,sd", "--sd-draft-device", "cuda:1"),
+                          "--sd-draft-device", "CUDA is not available")
+
+
 @pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to pin the roles apart")
 def test_disjoint_cores_run_and_are_recorded(tiny, tmp_path):
     result = run(tiny, tmp_path / "run", "--methods", "ar,ssd", "--target-device", f"cpu:{CORES[0]}",
@@ -62,3 +80,24 @@ def test_disjoint_cores_run_and_are_recorded(tiny, tmp_path):
     models = json.loads((tmp_path / "run" / "manifest.json").read_text())["models"]
     assert models["target"]["placement"]["cores"] == [CORES[0]]
     assert models["draft"]["ssd"]["placement"]["cores"] == [CORES[1]]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("temperature", ["0", "0.8"])
+def test_sd_with_its_draft_on_another_device_decodes_exactly(tiny, tmp_path, temperature):
+    """A CPU target with sd's draft on the GPU: the cross-device path one GPU can check (tokens, q and
+    the draft's own generator on the draft's device). Greedy sd must equal ar."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run"
+    result = run(tiny, out, "--methods", "ar,sd", "--device", "cpu", "--sd-draft-device", "cuda:0",
+                 "--temperature", temperature)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "cuda:0 (--sd-draft-device)" in manifest["models"]["draft"]["sd"]
+    requests = pq.read_table(out / "requests.parquet").to_pandas().sort_values("request_idx")
+    by_method = {m: [list(o) for o in g["output_token_ids"]] for m, g in requests.groupby("method")}
+    assert all(len(o) == 4 for o in by_method["sd"])
+    if temperature == "0":
+        assert by_method["sd"] == by_method["ar"]

@@ -109,6 +109,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "Default with ssd on CPU: half the cores.", str, optional=True),
     RunOption("draft_device", "--draft-device", "Where ssd's draft process runs: cpu:CORES or cuda:N. Default with "
               "ssd on CPU: the other half of the cores.", str, optional=True),
+    RunOption("sd_draft_device", "--sd-draft-device", "Where sd's draft runs, still in the target's process: a GPU "
+              "of its own (cuda:N), e.g. the one ssd's draft process gets, so sd and ssd use the same GPUs. "
+              "Default: the target's first GPU. CUDA only; native engine; a draft model of its own weights.", str,
+              optional=True),
     RunOption("fan_out", "--fan-out", "ssd branches per accepted count: an integer F (uniform), 'geometric' (needs "
               "--fit-from) or 'auto' (sized to fit inside one verify).", str),
     RunOption("fan_out_list", "--fan-out-list", "ssd fan-out per accepted count 0..K, e.g. 6,3,2,1,1.", str,

@@ -109,6 +109,7 @@ def _run_round(
     active = batch.active
     clock.start()
     proposal = proposer.propose(batch) if proposer is not None else empty_proposal(batch.size, target.device)
+    _finish_elsewhere(proposal, target.device)
     clock.mark("proposed")
     output = _verify_forward(target, batch, proposal, hidden=getattr(proposer, "wants_hidden", False))
     logits = output.logits  # [B, 1+W, V]
@@ -128,6 +129,17 @@ def _run_round(
     clock.mark("end")
     clock.resolve()
     return _records(batch, active, proposal, num_accepted, next_token, emitted, clock)
+
+
+def _finish_elsewhere(proposal: Proposal, device) -> None:
+    """A draft on another GPU (--sd-draft-device) runs outside the target's stream, whose events time
+    the round: wait for it here, or its drafting would be timed as the verify (the next step reads the
+    drafts to the host anyway)."""
+    where, target = proposal.tokens.device, torch.device(device)
+    if where.type != "cuda":
+        return
+    if target.type != "cuda" or where.index != (torch.cuda.current_device() if target.index is None else target.index):
+        torch.cuda.synchronize(where)
 
 
 def _verify_forward(target: CausalModel, batch: DecodeBatch, proposal: Proposal, *, hidden: bool) -> VerifyOutput:

@@ -57,6 +57,7 @@ class ModelSettings:
     threads: int | None = None  # torch threads of the run (split between CPU ranks)
     cuda_graphs: str = "auto"  # native models on CUDA replay graphed steps (cuda_graphs.py)
     k: int = 4  # draft tokens per round: graphed steps are up to a K+1-token verify
+    draft_device: str | None = None  # sd's in-process draft (--sd-draft-device); None: the target's device
 
 
 @dataclass
@@ -196,11 +197,12 @@ class ModelSet:
     def draft(self, engine: str):
         if not self.config.draft.has_model:
             raise UsageError(f"the {self.config.draft.kind} draft has no model")
+        device = self.draft_device
         if self.config.draft.int8:
-            return self._get(("draft", engine), lambda: self._build(self.target_source, engine, int8=True))
+            return self._get(("draft", engine), lambda: self._build(self.target_source, engine, int8=True, device=device))
         if self.config.draft.kind == SELF_SKIP:
             return self._get(("draft", engine), lambda: self._skipping_draft(engine))
-        return self._get(("draft", engine), lambda: self._build(self.draft_source, engine, int8=False))
+        return self._get(("draft", engine), lambda: self._build(self.draft_source, engine, int8=False, device=device))
 
     def _skipping_draft(self, engine: str):
         """The target's own layers minus the skipped ones (shared weights, a KV cache of its own)."""
@@ -208,7 +210,7 @@ class ModelSet:
             raise UsageError("the self-skip draft runs on the native engine only")
         target = self.target("native")
         full = target.model if isinstance(target, GraphedModel) else target  # a view of the model, graphed afresh
-        return self._graphed(skipping_view(full, self.skip_layers))
+        return self._graphed(skipping_view(full, self.skip_layers), self.device)
 
     def hf_target(self):
         """transformers' own model (for `--engine hf` and the generate baselines)."""
@@ -231,6 +233,11 @@ class ModelSet:
         """The target's device (the run plan's target placement)."""
         return self.config.device
 
+    @property
+    def draft_device(self) -> str:
+        """Where the in-process draft runs: --sd-draft-device, else the target's device."""
+        return self.config.draft_device or self.config.device
+
     def _get(self, key, build):
         if key not in self._cache:
             self._cache[key] = build()
@@ -240,17 +247,18 @@ class ModelSet:
         return load_hf_model(source.path, dtype=torch_dtype(self.config.dtype), device=self.device,
                              trust_remote_code=source.trust_remote_code)
 
-    def _build(self, source, engine: str, *, int8: bool):
-        model = self._build_model(source, engine, int8=int8)
-        return self._graphed(model) if engine == "native" else model
+    def _build(self, source, engine: str, *, int8: bool, device: str | None = None):
+        device = device or self.device
+        model = self._build_model(source, engine, int8=int8, device=device)
+        return self._graphed(model, device) if engine == "native" else model
 
-    def _graphed(self, model):
+    def _graphed(self, model, device: str):
         """A native model, wrapped to replay CUDA graphs where the run uses them (not with --tp)."""
-        if self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, self.device):
+        if self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, device):
             return GraphedModel(model, max_tokens=self.config.k + 1)
         return model
 
-    def _build_model(self, source, engine: str, *, int8: bool):
+    def _build_model(self, source, engine: str, *, int8: bool, device: str):
         if engine == "hf":
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
@@ -258,12 +266,12 @@ class ModelSet:
         if self.config.tp > 1 and source is self.target_source and not int8:
             return self._tensor_parallel_target()
         if self.config.random_weights:
-            return build_random_model(source.shape, seed=source.seed, device=self.device, dtype=dtype,
+            return build_random_model(source.shape, seed=source.seed, device=device, dtype=dtype,
                                       backend=self.config.attention, weights="int8" if int8 else "fp32",
                                       linear_kernel=self.config.linear_kernel)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
         return build_native_model(
-            load_config(source), state, device=self.device, dtype=dtype,
+            load_config(source), state, device=device, dtype=dtype,
             backend=self.config.attention, weights="int8" if int8 else "fp32",
             linear_kernel=self.config.linear_kernel, kernel_cache=default_cache_path(),
         )

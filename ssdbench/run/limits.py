@@ -94,6 +94,7 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
     decode = plan.decode
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[plan.models.dtype]
     target_device, draft_device = plan.target_placement.device, plan.draft_placement.device
+    sd_draft_device = plan.models.draft_device or target_device
     target_shape, draft_shape = shapes
     is_int8, copies = plan.draft.int8, _engine_copies(plan)
     rows = min(decode.batch_size, num_requests)  # a batch is never wider than the requests
@@ -105,9 +106,9 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
     else:
         needs = [mp.role_need("target", target_device, target_shape, lengths, itemsize=itemsize, num_copies=copies)]
     if draft_shape is not None and any(m.uses_draft and not m.own_process for m in plan.methods):
-        need = mp.role_need("draft", target_device, draft_shape, lengths, itemsize=itemsize, is_int8=is_int8,
+        need = mp.role_need("draft", sd_draft_device, draft_shape, lengths, itemsize=itemsize, is_int8=is_int8,
                             num_copies=copies)
-        if is_int8 and target_device == "cpu":  # built from the target's checkpoint, already counted
+        if is_int8 and sd_draft_device == "cpu":  # built from the target's checkpoint, already counted
             need = dataclasses.replace(need, weights=mp.weight_bytes(draft_shape, itemsize=itemsize, is_int8=True))
         elif plan.draft.from_target and not is_int8:  # self-skip: a view on the target's own weights
             need = dataclasses.replace(need, weights=0)

@@ -146,7 +146,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
                            random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
-                           threads=settings.threads, k=settings.k,
+                           threads=settings.threads, k=settings.k, draft_device=_sd_draft_device(settings, methods, draft),
                            cuda_graphs=_cuda_graphs(settings, target_place.device, draft_place.device))
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
@@ -206,6 +206,24 @@ def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engi
     if draft.kind == SELF_SKIP:
         raise UsageError("--tp: the self-skip draft shares the target's layers, which are split over ranks; "
                          "use another --draft")
+
+
+def _sd_draft_device(settings: RunSettings, methods: tuple[Method, ...], draft: DraftChoice) -> str | None:
+    """--sd-draft-device, checked: a GPU for a draft model of its own weights, run on the native engine."""
+    spec = settings.sd_draft_device
+    if spec is None:
+        return None
+    if not any(m.uses_draft and not m.own_process and not m.is_baseline for m in methods):
+        raise UsageError(f"--sd-draft-device {spec}: no method of this run drafts in the target's process (sd does)")
+    if not draft.has_model or draft.kind == SELF_SKIP:
+        raise UsageError(f"--sd-draft-device: the {draft.kind} draft has no weights of its own to move; "
+                         "use a draft model or self-int8")
+    if "hf" in settings.engines:
+        raise UsageError("--sd-draft-device places the native engine's draft; use --engine native")
+    if not spec.startswith("cuda"):
+        raise UsageError(f"--sd-draft-device {spec}: sd's draft runs in the target's process, so on CPU it shares the "
+                         "target's cores; it takes a GPU (cuda:N)")
+    return str(check_device(spec, flag="--sd-draft-device"))
 
 
 def _variants(methods: tuple[Method, ...], engines: tuple[str, ...]) -> tuple[Variant, ...]:

@@ -60,7 +60,9 @@ def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_inf
     settings = plan.settings
     roles = {"target": {"spec": settings.target, "name": models.target_source.name,
                         "origin": models.target_source.origin, "placement": plan.target_placement.describe()}}
-    roles["draft"] = {"spec": plan.draft.spec, "sd": "in the target's process, on the target's placement (as the paper's SD)"}
+    roles["draft"] = {"spec": plan.draft.spec, "sd": "in the target's process, on the target's placement (as the paper's SD)"
+                      if plan.models.draft_device is None else
+                      f"in the target's process, on {plan.models.draft_device} (--sd-draft-device)"}
     if plan.own_process:
         roles["draft"]["ssd"] = {"process": "its own (spawned), shared-memory mailbox",
                                  "placement": plan.draft_placement.describe()}
@@ -160,7 +162,7 @@ def gpu_roles(plan: RunPlan) -> dict[int, str]:
     for rank, device in enumerate(rank_devices(plan.target_placement.device, tp)):
         add(device, "target" if tp == 1 else f"target rank {rank}")
     if plan.loads_draft_model and any(m.uses_draft and not m.own_process for m in plan.methods):
-        add(plan.target_placement.device, "draft")
+        add(plan.models.draft_device or plan.target_placement.device, "draft")
     if plan.ssd is not None:
         add(plan.draft_placement.device, "ssd draft")
     return roles

@@ -59,6 +59,7 @@ class RunSettings:
     # SSD (docs/DESIGN.md §5)
     target_device: str | None = None  # None: --device, or one core of two when ssd runs on CPU
     draft_device: str | None = None
+    sd_draft_device: str | None = None  # sd's in-process draft on a GPU of its own; None: the target's device
     fan_out: str = "auto"
     fan_out_list: str | None = None
     fan_out_miss_list: str | None = None
