@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from decode_helpers import decode, sampling_rows, ssd_local
@@ -97,3 +98,31 @@ def test_switching_between_tree_and_sync_modes_stays_exact_and_consistent():
         assert valid >= len(row.history) - 4
         k_ref, _ = fresh_prefill_kv(draft, row.history[:valid])
         assert torch.allclose(draft_k[:, b, :, :valid], k_ref, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])])
+def test_q_rows_stay_on_the_drafts_device(device):
+    """The q-rows a draft answers with stay on its device (on a GPU they never pass through host
+    memory): the tree keeps them there, the cache holds views of them, the answer hands them on."""
+    from tiny_models import perturbed, tiny_llama_config, tiny_state_dict
+    from ssdbench.models.llama import build_native_model
+
+    config = tiny_llama_config(vocab=48)
+    draft = build_native_model(config, perturbed(tiny_state_dict(config, seed=1), scale=0.5, seed=101), device=device)
+    k = 3
+    spec = Speculator(draft, lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
+                      backup="jit", generator=torch.Generator(device=device).manual_seed(0))
+    spec.start_batch(PROMPTS, sampling_rows(2, 1.0), max_len=64)  # sampled: every answer carries q
+    spec.build()
+    uncached = [min(set(range(48)) - set(spec.cache.bonuses(b, 0))) for b in range(2)]
+    answers = [spec.answer([(True, 0, t) for t in uncached])]  # a first token no branch holds: jit backups
+    spec.build()
+    answers.append(spec.answer([(True, 0, spec.cache.bonuses(b, 0)[0]) for b in range(2)]))  # cached branches: hits
+    assert answers[0].hit == [False, False] and answers[1].hit == [True, True]
+    for answer in answers:
+        assert answer.q.device.type == device and answer.tokens.device.type == "cpu"
+        for b, d in enumerate(answer.depth):  # each q-row a distribution that gave its token mass
+            torch.testing.assert_close(answer.q[b, :d].sum(-1).cpu(), torch.ones(d))
+            assert (answer.q[b, torch.arange(d), answer.tokens[b, :d].to(device)] > 0).all()

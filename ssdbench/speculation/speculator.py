@@ -51,9 +51,9 @@ class DraftRow:
 
 @dataclass
 class Answer:
-    tokens: torch.Tensor  # [B, K] int64
+    tokens: torch.Tensor  # [B, K] int64, on the host (both sides read them there)
     depth: list[int]
-    q: torch.Tensor | None  # [B, K, V]
+    q: torch.Tensor | None  # [B, K, V] on the draft's device: q-rows go device to device, never via the host
     hit: list[bool]
     backup: list[str | None]
     fan_out: list[int]  # branches the tree held for the row when the outcome arrived
@@ -116,7 +116,8 @@ class Speculator:
             self.chooser.note(tokens, period_ms)
 
         tokens = torch.zeros(len(self.rows), self.k, dtype=torch.int64)  # [B, K]
-        q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size) if self.need_q else None  # [B, K, V]
+        q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size,
+                        device=self.draft.device) if self.need_q else None  # [B, K, V]
         depth, hit, backup = [0] * len(self.rows), [False] * len(self.rows), [None] * len(self.rows)
         missing = []
         self._plans = [None] * len(self.rows)
@@ -168,9 +169,9 @@ class Speculator:
         depth[b] = d
         if q is not None:
             if row_q is None:  # a point mass: the proposal was not sampled
-                q[b, torch.arange(d), tokens[b, :d]] = 1.0
+                q[b, torch.arange(d, device=q.device), tokens[b, :d].to(q.device)] = 1.0
             else:
-                q[b, :d] = row_q
+                q[b, :d] = row_q  # device to device
 
     def _choose_backup(self, num_missing: int, outcomes) -> str:
         if self.backup != "auto" or num_missing == 0:
@@ -270,8 +271,9 @@ class Speculator:
         for b, row in enumerate(branches):
             current[b, : len(row)] = torch.tensor([br.bonus for br in row])
         sampling = repeat_rows(self.sampling, width)
-        tokens = torch.zeros(num_rows, width, self.k, dtype=torch.int64)  # [B, N, K]
-        q = torch.zeros(num_rows, width, self.k, self.draft.vocab_size) if self.need_q else None  # [B, N, K, V]
+        tokens = torch.zeros(num_rows, width, self.k, dtype=torch.int64)  # [B, N, K] on the host: read there
+        q = torch.zeros(num_rows, width, self.k, self.draft.vocab_size,
+                        device=dev) if self.need_q else None  # [B, N, K, V] stays on the draft's device
         current = current.to(dev)
         self._tree_logits = []  # per step: [B, N, V], reused by the next glue after a hit
         for step in range(self.k):
@@ -282,9 +284,9 @@ class Speculator:
             fan = torch.full((num_rows * width,), self.fan_out.after_hit[step])  # [B*N]
             x, qx = draw(logits.flatten(0, 1), sampling, fan, saguaro_c=self.saguaro_c, generator=self.generator,
                          need_q=self.need_q)
-            tokens[:, :, step] = x.view(num_rows, width).cpu()
+            tokens[:, :, step] = x.view(num_rows, width).cpu()  # waits for the step: its cost is timed below
             if q is not None:
-                q[:, :, step] = qx.view(num_rows, width, -1).cpu()
+                q[:, :, step] = qx.view(num_rows, width, -1)
             current = x.view(num_rows, width)
             stats.depth = step + 1
             self.costs.note_tree_step(width, (time.perf_counter() - t0) * 1e3)
