@@ -37,7 +37,7 @@ def folded_gqa_attention(q, k, v, mask, *, scale):
     g = h // k.shape[1]
     rows = q.reshape(b, k.shape[1], g * t, d)  # [B, Hkv, g*T, D]: row i*T + t is head (kv*g + i)'s query t
     o = F.scaled_dot_product_attention(rows, k, v, attn_mask=mask.repeat(1, 1, g, 1), scale=scale)  # [B, Hkv, g*T, D]
-    return o.view(b, h, t, d)
+    return o.reshape(b, h, t, d)  # CUDA's memory-efficient kernel returns a transposed layout: not a view
 
 
 def naive_attention(q, k, v, mask, *, scale):

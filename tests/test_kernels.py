@@ -44,6 +44,19 @@ def test_folded_gqa_matches_naive_attention(h, hkv, t):
     torch.testing.assert_close(got, naive_attention(q, k, v, mask, scale=0.3), atol=1e-5, rtol=1e-5)
 
 
+def test_folded_gqa_takes_the_transposed_output_cudas_masked_kernel_returns(monkeypatch):
+    """CUDA's memory-efficient kernel (the one that takes a mask) writes [B, T, H, D] and returns it
+    transposed; the fold must not assume a contiguous output. The same layout, given here on CPU."""
+    import torch.nn.functional as F
+
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, **kw: sdpa(*a, **kw).transpose(1, 2).contiguous().transpose(1, 2))
+    q, k, v, mask = random_case(h=6, hkv=2, t=3, s=11)
+    got = folded_gqa_attention(q, k, v, mask, scale=0.3)
+    torch.testing.assert_close(got, naive_attention(q, k, v, mask, scale=0.3), atol=1e-5, rtol=1e-5)
+
+
 def test_sdpa_accepts_non_contiguous_queries():
     q, k, v, mask = random_case(t=2)
     q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # [B, H, T, D] with T-major storage
