@@ -16,7 +16,7 @@ NO_CUDA = "no CUDA device here: ci/gpu_check.sh runs this on a GPU machine"
 
 def _greedy(model, prompt: torch.Tensor, steps: int) -> list[int]:
     """Prefill, then `steps` one-token decode steps; the tokens chosen."""
-    logits = model(prompt, chain(prompt.shape[1]))
+    logits = model(prompt, chain(prompt.shape[1]).to(prompt.device))
     tokens = [int(logits[0, -1].argmax())]
     for i in range(steps - 1):
         pos = torch.tensor([[prompt.shape[1] + i]], device=prompt.device)
@@ -126,15 +126,20 @@ def test_a_graphed_tree_step_takes_each_calls_own_mask():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
-def test_graphs_outlive_batches_of_one_capacity_on_cuda():
+def test_graphs_are_captured_at_allocation_and_outlive_batches_of_one_capacity_on_cuda():
     hf = tiny_hf_model("llama")
-    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda"), max_tokens=5)
+    eager = native_of(hf, max_len=64, device="cuda")
+    eager.static_shapes = True
+    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda"), max_tokens=5, tree_widths=3)
+    graphed.allocate(1, 64)  # every step shape of one row, captured before any timed round
+    assert graphed.graph_shapes == [(1, t, False) for t in range(1, 6)] + [(1, n, True) for n in range(1, 4)]
+    captured = dict(graphed._graphs)
     prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(6)).cuda()
     first = _greedy(graphed, prompt, 6)
-    graphs = dict(graphed._graphs)
+    assert first == _greedy(eager, prompt, 6)  # the captures' writes were zeroed away
     graphed.allocate(1, 64)  # the next batch of the run: same capacity, same buffers
     assert _greedy(graphed, prompt, 6) == first
-    assert graphed._graphs == graphs  # replayed, not captured again
+    assert graphed._graphs == captured  # replayed, never captured again
     assert (1, 12, False) not in graphed.graph_shapes  # a prefill longer than max_tokens runs eagerly
 
 

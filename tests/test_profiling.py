@@ -158,11 +158,34 @@ def test_the_sampler_opens_the_gpu_torch_names_by_its_uuid():
 
     pynvml.nvmlInit()
     try:
-        uuid = pynvml.nvmlDeviceGetUUID(_device_handle(pynvml, 0))
+        by_uuid = pynvml.nvmlDeviceGetHandleByUUID(cuda_uuid(0))  # no fallback: the lookup itself must work
+        uuid = pynvml.nvmlDeviceGetUUID(by_uuid)
         assert (uuid.decode() if isinstance(uuid, bytes) else uuid) == cuda_uuid(0)
+        assert pynvml.nvmlDeviceGetUUID(_device_handle(pynvml, 0)) == pynvml.nvmlDeviceGetUUID(by_uuid)
     finally:
         pynvml.nvmlShutdown()
     with GpuSampler({0: "target"}, interval_s=0.01) as sampler:
         time.sleep(0.05)
     assert sampler.unavailable_reason is None and sampler.rows
     assert all(row["device_index"] == 0 and row["mem_mib"] > 0 for row in sampler.rows)
+
+
+def test_device_names_that_need_no_gpu_to_compare():
+    from ssdbench.profiling.devices import make_current, same_device
+
+    make_current("cpu")
+    make_current("cuda")  # plain "cuda" is the current device already: nothing to set, no CUDA call
+    assert same_device("cpu", "cpu") and same_device("cuda:1", "cuda:1")
+    assert not same_device("cpu", "cuda:0") and not same_device("cuda:0", "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_plain_cuda_is_the_current_device():
+    import torch
+
+    from ssdbench.profiling.devices import make_current, same_device
+
+    make_current("cuda:0")
+    assert torch.cuda.current_device() == 0
+    assert same_device("cuda", "cuda:0") and same_device(torch.Generator(device="cuda").device, "cuda")

@@ -12,6 +12,7 @@ from ssdbench.decoding.batch import DecodeBatch
 from ssdbench.decoding.protocols import CausalModel, Proposal, Proposer, VerifyOutput, empty_proposal
 from ssdbench.decoding.ragged import forward_chunks, last_logits
 from ssdbench.profiling.clock import PhaseClock
+from ssdbench.profiling.devices import same_device
 from ssdbench.sampling.accept import Verdict, verify_proposal
 from ssdbench.sampling.params import RowSampling
 from ssdbench.sampling.probs import logits_to_probs, sample_from
@@ -135,10 +136,8 @@ def _finish_elsewhere(proposal: Proposal, device) -> None:
     """A draft on another GPU (--sd-draft-device) runs outside the target's stream, whose events time
     the round: wait for it here, or its drafting would be timed as the verify (the next step reads the
     drafts to the host anyway)."""
-    where, target = proposal.tokens.device, torch.device(device)
-    if where.type != "cuda":
-        return
-    if target.type != "cuda" or where.index != (torch.cuda.current_device() if target.index is None else target.index):
+    where = proposal.tokens.device
+    if where.type == "cuda" and not same_device(where, device):
         torch.cuda.synchronize(where)
 
 

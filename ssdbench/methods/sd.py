@@ -8,6 +8,7 @@ import torch
 from ssdbench.decoding.draft_model import DraftModelProposer
 from ssdbench.decoding.ngram import NgramProposer
 from ssdbench.methods.base import Method, MethodContext, ProposerFactory, one_factory
+from ssdbench.profiling.devices import same_device
 
 
 def _factory(ctx: MethodContext) -> ProposerFactory:
@@ -26,7 +27,7 @@ def _factory(ctx: MethodContext) -> ProposerFactory:
 def on_device(generator: torch.Generator | None, device) -> torch.Generator | None:
     """The batch's generator where the draft samples; a draft on another GPU (--sd-draft-device) gets
     its own, seeded from the batch's, since a generator draws only on its own device."""
-    if generator is None or generator.device == torch.device(device):
+    if generator is None or same_device(generator.device, device):
         return generator
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
     return torch.Generator(device=device).manual_seed(seed)

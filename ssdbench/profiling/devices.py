@@ -25,9 +25,23 @@ def check_device(name: str, *, flag: str = "--device"):
 
 def make_current(name: str) -> None:
     """On CUDA, make `name` this process's current device: CUDA events, syncs, new streams and graph
-    captures that name no device go to the current one, which is otherwise cuda:0."""
+    captures that name no device go to the current one, which is otherwise cuda:0. (Plain "cuda"
+    is the current device already.)"""
     import torch
 
     device = torch.device(name)
-    if device.type == "cuda":
+    if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)
+
+
+def same_device(a, b) -> bool:
+    """Whether two device names are one device: plain "cuda" is the current CUDA device."""
+    import torch
+
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or a.index == b.index:
+        return True
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)

@@ -142,12 +142,14 @@ def build_plan(settings: RunSettings) -> RunPlan:
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
         check_store_order()
+    sd_draft_device = _sd_draft_device(settings, methods, draft)
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
                            linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
                            random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
-                           threads=settings.threads, k=settings.k, draft_device=_sd_draft_device(settings, methods, draft),
-                           cuda_graphs=_cuda_graphs(settings, target_place.device, draft_place.device))
+                           threads=settings.threads, k=settings.k, draft_device=sd_draft_device,
+                           cuda_graphs=_cuda_graphs(settings, target_place.device, draft_place.device,
+                                                    *([sd_draft_device] if sd_draft_device else [])))
     suite = SuiteRequest(name=settings.suite, data_dir=settings.data_dir, num_prompts=settings.num_prompts,
                          chat_template=settings.chat_template, truncate_prompts=settings.truncate_prompts)
     return RunPlan(settings=settings, methods=methods, variants=_variants(methods, settings.engines), decode=decode,

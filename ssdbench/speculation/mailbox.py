@@ -89,9 +89,9 @@ class Mailbox:
 
     def fence(self) -> None:
         """Finish this process's pending GPU work on the payload before the other side may read or overwrite it."""
-        if self.q.device.type == "cuda":  # every device: the copy may run on the source's stream or the payload's
-            for index in range(torch.cuda.device_count()):
-                torch.cuda.synchronize(index)
+        if self.q.device.type == "cuda":  # both: the copy may run on the source's (current) stream or the payload's
+            torch.cuda.synchronize(self.q.device)
+            torch.cuda.synchronize()
 
     # ---- both sides ----
     def wait_for(self, slot: int, value: int, *, is_alive, timeout_s: float | None = None) -> bool:
