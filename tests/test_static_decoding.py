@@ -1,7 +1,8 @@
 """What a GPU run decodes through: `GraphedModel`'s static shapes (attention over the whole cache,
 masks built on the device) and its cache shared by every batch of one capacity (a smaller batch on
-the first rows, zeroed in place). Off CUDA the wrapper captures nothing and runs those steps
-eagerly, so the real round loop checks them here: greedy ar, sd and ssd through wrapped models
+the first rows, zeroed in place, after the calls that capture every step shape at allocation).
+Off CUDA the wrapper captures nothing and runs those calls eagerly, so the real round loop checks
+them here: greedy ar, sd and ssd through wrapped models
 emit what they emit through plain dynamic-shape models, batch after batch. (Capture and replay
 themselves are checked on a GPU: tests/test_cuda_graphs.py, run by ci/gpu_check.sh.)"""
 
@@ -40,7 +41,9 @@ def _decode_all(target, draft, method: str) -> list[list[list[int]]]:
 def test_the_graphed_models_static_path_decodes_what_the_dynamic_one_does(method):
     target, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
     want = _decode_all(target, draft, method)
-    wrapped_target, wrapped_draft = (GraphedModel(m, max_tokens=K + 1) for m in tiny_pair(vocab=48, seed=1, draft="noisy"))
+    target_copy, draft_copy = tiny_pair(vocab=48, seed=1, draft="noisy")
+    wrapped_target = GraphedModel(target_copy, max_tokens=K + 1)
+    wrapped_draft = GraphedModel(draft_copy, max_tokens=K + 1, tree_widths=4)  # as ssd's draft process wraps it
     got = _decode_all(wrapped_target, wrapped_draft, method)
     assert got == want
     storage = wrapped_target.model.cache

@@ -45,6 +45,7 @@ def perform_run(plan: RunPlan, *, format: str = "table") -> None:
     models, workload, suite_info = session.prepare(plan)
     try:
         limits = session.check_limits(plan, models, workload)
+        session.calibrate_drafts(plan, models, workload)
         with progress_bar(console) as progress:
             task = progress.add_task("decoding", total=execute.count_units(plan, workload))
             outcome = session.run_point(plan, models, workload, suite_info,

@@ -103,6 +103,7 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     widest = max(plans, key=lambda p: p.draft_slack)  # prompts fitted once, to the point reaching furthest
     models, workload, suite_info = session.prepare(widest)  # loaded once for every point
     limits = [session.check_limits(plan, models, workload) for plan in plans]  # before any point loads a model
+    session.calibrate_drafts(widest, models, workload)
     statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
     write_index(sweep_dir, base, points, statuses)
     todo = [(p, plan, limit) for p, plan, limit in zip(points, plans, limits) if statuses[p.name] != "complete"]

@@ -46,9 +46,9 @@ class DecodeSettings:
     synthetic: SyntheticAcceptance | None = None  # --acceptance synthetic:...; None: the exact rule
 
     def cache_capacity(self, workload: Workload) -> int:
-        """Cache slots per row for every batch of the run (warm-up included), whatever its prompts and
-        method: batches then allocate the same cache, which CUDA graphs need to outlive a batch
-        (models/cuda_graphs.py). On the dynamic-shape path a larger cache costs memory, not time."""
+        """Cache slots per row for every batch of a run whose models replay CUDA graphs (warm-up
+        included), whatever its prompts and method: batches then allocate the same cache, which the
+        graphs need to outlive a batch (models/cuda_graphs.py, run/execute.py:_cache_capacity)."""
         new_tokens = max(self.max_new_tokens, WARMUP_TOKENS)  # the warm-up may decode more than the run
         return cache_slots(workload.longest_prompt, max_new_tokens=new_tokens, lookahead=self.k)
 

@@ -47,11 +47,13 @@ def uses_cuda_graphs(mode: str, device) -> bool:
 class GraphedModel:
     """A native model whose repeated steps replay CUDA graphs; everything else is the model's own."""
 
-    def __init__(self, model, *, max_tokens: int = MAX_GRAPH_TOKENS) -> None:
+    def __init__(self, model, *, max_tokens: int = MAX_GRAPH_TOKENS, tree_widths: int = 0) -> None:
         self.model = model
         self.max_tokens = max_tokens  # the longest plain step graphed (a K+1-token verify)
+        self.tree_widths = min(tree_widths, MAX_GRAPH_TOKENS)  # tree steps captured up front (ssd's draft)
         model.static_shapes = True
         self._graphs: dict[tuple[int, int, bool], _Graph] = {}  # (rows, tokens, masked)
+        self._prepared: set[int] = set()  # row counts whose steps were all captured at allocation
         self._storage = model.cache  # the largest batch's StaticKVCache; smaller batches take its first rows
         self._stream = None  # the capture stream, on the model's device (made at the first capture)
 
@@ -60,12 +62,32 @@ class GraphedModel:
         storage = self._storage
         if storage is not None and storage.max_len == max_len and storage.batch_size >= batch_size:
             self.model.cache = storage.first_rows(batch_size)
-            self.model.cache.clear()
-            return
-        self._graphs.clear()  # they point at the old cache's buffers
-        self._storage = self.model.cache = None  # freed before the new one is made
-        self.model.allocate(batch_size, max_len)
-        self._storage = self.model.cache
+        else:
+            self._graphs.clear()  # they point at the old cache's buffers
+            self._prepared.clear()
+            self._storage = self.model.cache = None  # freed before the new one is made
+            self.model.allocate(batch_size, max_len)
+            self._storage = self.model.cache
+        if batch_size not in self._prepared:
+            self._capture_steps(batch_size)
+            self._prepared.add(batch_size)
+        self.model.cache.clear()
+
+    def _capture_steps(self, rows: int) -> None:
+        """Capture every step shape this row count can take, now, at allocation (which the run's
+        warm-up does first for each batch size): a capture made at first use would land inside a
+        timed round. Plain steps of 1..max_tokens tokens, tree steps of 1..tree_widths branches
+        (each query seeing its own slot); they write the cache, which `allocate` then zeroes.
+        Off CUDA these are eager calls: the shapes are checked, nothing is captured."""
+        device, slots_max = self.model.device, self.model.cache.max_len
+        for t in range(1, min(self.max_tokens, slots_max) + 1):
+            positions = torch.arange(t, device=device).expand(rows, t)  # [rows, t]
+            self.forward(torch.zeros(rows, t, dtype=torch.int64, device=device), positions)
+        for n in range(1, min(self.tree_widths, slots_max) + 1):
+            positions = torch.arange(n, device=device).expand(rows, n)  # [rows, n]
+            own = torch.arange(slots_max, device=device) == positions[..., None]  # [rows, n, S]
+            self.forward(torch.zeros(rows, n, dtype=torch.int64, device=device), positions, slots=positions,
+                         attn_mask=own)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, slots: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, logits_at: torch.Tensor | None = None,

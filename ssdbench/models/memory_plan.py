@@ -29,7 +29,7 @@ class Lengths:
     batch_size: int
     prompt_tokens: int  # the longest prompt
     max_new_tokens: int
-    k: int  # 0 for ar
+    k: int  # draft tokens per round: a run's caches hold K slots past the new tokens, whatever the method
     tree_tokens: int = 0  # ssd's draft: fan-out budget x K extra slots per row
 
     @property

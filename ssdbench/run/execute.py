@@ -81,12 +81,22 @@ def _variant_runner(plan: RunPlan, variant: Variant, ctx: MethodContext):
         yield _baseline_runner(variant, ctx)
         return
     with variant.method.proposers(ctx) as factory:
-        warm = list(range(min(ctx.decode.batch_size, ctx.workload.num_requests)))
-        yield _Runner(
-            warm_up=lambda: _decode_requests(ctx, variant, warm, seed=ctx.decode.seed, max_new_tokens=WARMUP_TOKENS,
-                                             factory=factory),
-            run=lambda repeat, idx: _run_loop_batch(ctx, variant, repeat, idx, factory),
-        )
+        def warm_up() -> None:
+            for rows in _warm_up_sizes(ctx):
+                _decode_requests(ctx, variant, list(range(rows)), seed=ctx.decode.seed, max_new_tokens=WARMUP_TOKENS,
+                                 factory=factory)
+
+        yield _Runner(warm_up=warm_up, run=lambda repeat, idx: _run_loop_batch(ctx, variant, repeat, idx, factory))
+
+
+def _warm_up_sizes(ctx: MethodContext) -> list[int]:
+    """Rows of the warm-up batches: one full batch; where CUDA graphs replay, also the last batch's
+    smaller size, whose step shapes are captured when its cache is first allocated."""
+    requests, size = ctx.workload.num_requests, ctx.decode.batch_size
+    sizes = [min(size, requests)]
+    if _cache_capacity(ctx) is not None and requests > size and requests % size:
+        sizes.append(requests % size)
+    return sizes
 
 
 def _run_loop_batch(ctx: MethodContext, variant: Variant, repeat: int, idx: list[int],
@@ -112,7 +122,7 @@ def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, se
     batch = new_batch(
         [list(ctx.workload.token_ids[i]) for i in idx], max_new_tokens=max_new_tokens,
         eos_ids=ctx.decode.eos_ids(ctx.workload), lookahead=ctx.decode.k if proposer is not None else 0,
-        capacity=ctx.decode.cache_capacity(ctx.workload),
+        capacity=_cache_capacity(ctx),
     )
     sampling = ctx.decode.rows(len(idx), draft=False, device=target.device)
     try:
@@ -122,6 +132,15 @@ def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, se
         if proposer is not None:
             proposer.close()
     return batch, timing, steps
+
+
+def _cache_capacity(ctx: MethodContext) -> int | None:
+    """The run's one cache capacity where CUDA graphs replay (a graph reads the cache it was captured
+    on, so every batch gets the same one); None elsewhere: each batch allocates what it needs."""
+    devices = (ctx.models.device, ctx.models.draft_device, ctx.draft_placement.device)
+    if ctx.models.config.cuda_graphs != "off" and any(torch.device(d).type == "cuda" for d in devices):
+        return ctx.decode.cache_capacity(ctx.workload)
+    return None
 
 
 def _acceptance_rule(decode: DecodeSettings, proposer: Proposer | None, *, seed: int):

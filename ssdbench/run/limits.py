@@ -116,7 +116,11 @@ def role_needs(plan: RunPlan, shapes, prompt_tokens: int, num_requests: int) -> 
     if draft_shape is not None and plan.ssd is not None:
         tree = mp.Lengths(rows, prompt_tokens, decode.max_new_tokens, decode.k,
                           tree_tokens=plan.ssd.fan_out.budget * decode.k)
-        needs.append(mp.role_need("ssd draft", draft_device, draft_shape, tree, itemsize=itemsize, is_int8=is_int8))
+        need = mp.role_need("ssd draft", draft_device, draft_shape, tree, itemsize=itemsize, is_int8=is_int8)
+        if decode.samples_anywhere:  # the tree's q-rows [B, N, K, V] fp32, kept on the draft's device
+            q_rows = rows * plan.ssd.fan_out.budget * decode.k * draft_shape.vocab * 4
+            need = dataclasses.replace(need, activations=need.activations + q_rows)
+        needs.append(need)
     return needs
 
 

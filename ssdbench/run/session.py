@@ -193,9 +193,14 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     workload, truncation = fit_prompts(plan, workload, limit)
     if truncation:
         suite_info["truncation"] = truncation
+    return models, workload, suite_info
+
+
+def calibrate_drafts(plan: RunPlan, models: ModelSet, workload: Workload) -> None:
+    """self-skip:auto's choice of layers, on the run's prompts: it loads the target, so it comes after
+    `check_limits` (a GPU's free memory would no longer count the target's weights)."""
     if plan.loads_draft_model and plan.draft.needs_calibration:
         models.calibrate_self_skip([list(t) for t in workload.token_ids], lookahead=plan.decode.k)
-    return models, workload, suite_info
 
 
 def _check_skip_layers(plan: RunPlan, models: ModelSet) -> None:

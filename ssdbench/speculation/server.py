@@ -90,8 +90,9 @@ def _build_draft(spec: DraftSpec):
     from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 
     model = _build_draft_model(spec)
-    return GraphedModel(model, max_tokens=spec.lookahead + 1) if uses_cuda_graphs(spec.cuda_graphs, spec.device) \
-        else model
+    if not uses_cuda_graphs(spec.cuda_graphs, spec.device):
+        return model
+    return GraphedModel(model, max_tokens=spec.lookahead + 1, tree_widths=spec.fan_out.budget)
 
 
 def _build_draft_model(spec: DraftSpec):
