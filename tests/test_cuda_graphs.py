@@ -66,6 +66,15 @@ def test_a_smaller_batch_decodes_on_the_first_rows_of_the_graphs_cache():
     assert graphed.model.cache.max_len == 56
 
 
+def test_a_cpu_role_of_a_run_with_graphs_on_gets_none(tmp_path):
+    """`--cuda-graphs on` is checked against every role's device by the plan (one on CUDA is enough,
+    e.g. --sd-draft-device); a model on the CPU then runs as it is, not refused mid-run."""
+    from ssdbench.models.model_set import ModelSet, ModelSettings
+
+    models = ModelSet(ModelSettings(target=str(save_tiny_model(tmp_path / "tiny")), device="cpu", cuda_graphs="on"))
+    assert not isinstance(models.target("native"), GraphedModel)
+
+
 def test_modes_and_devices():
     assert not uses_cuda_graphs("auto", "cpu") and not uses_cuda_graphs("off", "cpu")
     with pytest.raises(UsageError, match="--cuda-graphs on needs a CUDA device"):
@@ -132,7 +141,7 @@ def test_graphs_are_captured_at_allocation_and_outlive_batches_of_one_capacity_o
     eager.static_shapes = True
     graphed = GraphedModel(native_of(hf, max_len=64, device="cuda"), max_tokens=5, tree_widths=3)
     graphed.allocate(1, 64)  # every step shape of one row, captured before any timed round
-    assert graphed.graph_shapes == [(1, t, False) for t in range(1, 6)] + [(1, n, True) for n in range(1, 4)]
+    assert graphed.graph_shapes == sorted([(1, t, False) for t in range(1, 6)] + [(1, n, True) for n in range(1, 4)])
     captured = dict(graphed._graphs)
     prompt = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(6)).cuda()
     first = _greedy(graphed, prompt, 6)

@@ -44,6 +44,18 @@ def uses_cuda_graphs(mode: str, device) -> bool:
     return cuda and mode != "off"
 
 
+def checked_mode(mode: str) -> str:
+    """A --cuda-graphs mode the plan has checked against every role's device, for one model: "on"
+    then means "wherever the model is on CUDA" (a CPU role of the same run gets none)."""
+    return "auto" if mode == "on" else mode
+
+
+def unwrapped(model):
+    """The native model under a GraphedModel (itself otherwise): for one-off calls that should
+    neither capture graphs nor touch the graphs' cache."""
+    return model.model if isinstance(model, GraphedModel) else model
+
+
 class GraphedModel:
     """A native model whose repeated steps replay CUDA graphs; everything else is the model's own."""
 
@@ -56,6 +68,7 @@ class GraphedModel:
         self._prepared: set[int] = set()  # row counts whose steps were all captured at allocation
         self._storage = model.cache  # the largest batch's StaticKVCache; smaller batches take its first rows
         self._stream = None  # the capture stream, on the model's device (made at the first capture)
+        self._pool = None  # one memory pool for every graph on this storage (made at the first capture)
 
     def allocate(self, batch_size: int, max_len: int) -> None:
         """A zeroed cache of `batch_size` rows and `max_len` slots; on the graphs' own buffers where they fit."""
@@ -65,6 +78,7 @@ class GraphedModel:
         else:
             self._graphs.clear()  # they point at the old cache's buffers
             self._prepared.clear()
+            self._pool = None
             self._storage = self.model.cache = None  # freed before the new one is made
             self.model.allocate(batch_size, max_len)
             self._storage = self.model.cache
@@ -104,8 +118,10 @@ class GraphedModel:
         if graph is None:
             if self._stream is None:
                 self._stream = torch.cuda.Stream(device=tokens.device)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
             graph = self._graphs[(b, t, masked)] = _Graph.capture(self.model, tokens, positions, slots, attn_mask,
-                                                                  stream=self._stream)
+                                                                  stream=self._stream, pool=self._pool)
         return graph.replay(tokens, positions, slots, attn_mask)
 
     __call__ = forward
@@ -136,10 +152,14 @@ class _Graph:
 
     @classmethod
     def capture(cls, model, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-                mask: torch.Tensor | None, *, stream: torch.cuda.Stream) -> _Graph:
+                mask: torch.Tensor | None, *, stream: torch.cuda.Stream, pool) -> _Graph:
         """Warm up on `stream`, then capture one forward on it. The model's device is made current
         throughout: a capture records only the current device's work, and torch.cuda.graph's own
-        default stream would be on whichever device first captured anything in this process."""
+        default stream would be on whichever device first captured anything in this process.
+
+        The graphs of one storage share `pool`: they replay one at a time on one stream, each one's
+        logits stay allocated (held here) and are cloned at once after replay, so only their dead
+        intermediates are shared, and memory grows by the logits of each shape, not its whole peak."""
         static_tokens, static_positions, static_slots = tokens.clone(), positions.clone(), slots.clone()  # [B, T]
         static_mask = None if mask is None else mask.clone()  # [B, T, S_max] bool
         with torch.cuda.device(tokens.device):
@@ -149,7 +169,7 @@ class _Graph:
                     model.forward(static_tokens, static_positions, slots=static_slots, attn_mask=static_mask)
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
                 logits = model.forward(static_tokens, static_positions, slots=static_slots,
                                        attn_mask=static_mask)  # [B, T, V]
         return cls(graph, static_tokens, static_positions, static_slots, static_mask, logits)

@@ -13,7 +13,7 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.probe import default_cache_path
-from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
+from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, unwrapped, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.int8 import select_int8_kernel
@@ -80,7 +80,7 @@ class ModelSet:
     def calibrate_self_skip(self, prompts: list[list[int]], *, lookahead: int):
         """Choose self-skip:auto's layers on `prompts` with the native target (once per model set)."""
         if self.skip_choice is None:
-            self.skip_choice = choose_skipped_layers(self.target("native"), prompts, lookahead=lookahead)
+            self.skip_choice = choose_skipped_layers(unwrapped(self.target("native")), prompts, lookahead=lookahead)
         return self.skip_choice
 
     @cached_property
@@ -209,8 +209,7 @@ class ModelSet:
         if engine != "native":
             raise UsageError("the self-skip draft runs on the native engine only")
         target = self.target("native")
-        full = target.model if isinstance(target, GraphedModel) else target  # a view of the model, graphed afresh
-        return self._graphed(skipping_view(full, self.skip_layers), self.device)
+        return self._graphed(skipping_view(unwrapped(target), self.skip_layers), self.device)  # graphed afresh
 
     def hf_target(self):
         """transformers' own model (for `--engine hf` and the generate baselines)."""
@@ -254,7 +253,7 @@ class ModelSet:
 
     def _graphed(self, model, device: str):
         """A native model, wrapped to replay CUDA graphs where the run uses them (not with --tp)."""
-        if self.config.tp == 1 and uses_cuda_graphs(self.config.cuda_graphs, device):
+        if self.config.tp == 1 and uses_cuda_graphs(checked_mode(self.config.cuda_graphs), device):
             return GraphedModel(model, max_tokens=self.config.k + 1)
         return model
 

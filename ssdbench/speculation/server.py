@@ -70,6 +70,7 @@ def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
 
 
 def _build_speculator(spec: DraftSpec):
+    from ssdbench.models.cuda_graphs import unwrapped
     from ssdbench.profiling.devices import make_current
     from ssdbench.profiling.placement import Placement, pin_current_process
     from ssdbench.speculation.speculator import Speculator
@@ -77,8 +78,9 @@ def _build_speculator(spec: DraftSpec):
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
     make_current(spec.device)  # events, syncs and graph captures that name no device go to the current one
     draft = _build_draft(spec)
-    draft.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
-    draft.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
+    start_up = unwrapped(draft)  # not graphed: this cache is dropped at the first batch
+    start_up.allocate(1, 4)  # one forward starts torch's thread pool, so the pinning below covers it too
+    start_up.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
     generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
     return Speculator(draft, lookahead=spec.lookahead, fan_out=spec.fan_out, backup=spec.backup,
@@ -87,10 +89,10 @@ def _build_speculator(spec: DraftSpec):
 
 def _build_draft(spec: DraftSpec):
     """The draft's native model (graphed on CUDA unless --cuda-graphs off)."""
-    from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
+    from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, uses_cuda_graphs
 
     model = _build_draft_model(spec)
-    if not uses_cuda_graphs(spec.cuda_graphs, spec.device):
+    if not uses_cuda_graphs(checked_mode(spec.cuda_graphs), spec.device):
         return model
     return GraphedModel(model, max_tokens=spec.lookahead + 1, tree_widths=spec.fan_out.budget)
 
