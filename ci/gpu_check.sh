@@ -145,7 +145,7 @@ install_ssdbench() {
   where=$(cd / && "$PY" -c 'import ssdbench, os; print(os.path.dirname(ssdbench.__file__))' 2>/dev/null || true)
   if [[ $INSTALL == auto && -n $where ]]; then
     echo "ssdbench is importable already ($where); not installing (SSDBENCH_GPU_CHECK_INSTALL=yes to install)"
-    [[ $where == "$REPO/ssdbench" ]] || echo "note: that is not this tree; the check imports ./ssdbench, whose ssdbench.kernels and suites_data still come from there"
+    [[ $where == "$REPO/ssdbench" ]] || echo "note: that is not this tree; the check imports ./ssdbench, whose ssdbench.suites_data still comes from there"
     return 0
   fi
   echo "== pip install --no-index --no-deps --no-build-isolation -e ."

@@ -86,9 +86,7 @@ def graph(root: Path) -> tuple[dict[str, set[str]], int]:
     """module -> imported modules, and how many imports of ssdbench sit inside functions."""
     edges: dict[str, set[str]] = defaultdict(set)
     inside = 0
-    # kernels/ sits at the top of the repository but is installed as ssdbench.kernels (pyproject.toml)
     files = [(p, module_name(p, root)) for p in sorted((root / "ssdbench").rglob("*.py"))]
-    files += [(p, "ssdbench." + module_name(p, root)) for p in sorted((root / "kernels").rglob("*.py"))]
     for path, module in files:
         for target, in_function in imports_of(path, module):
             if target != module:
