@@ -100,8 +100,8 @@ def test_nothing_of_ours_shadows_hugging_faces_kernels():
 
     repo = Path(__file__).resolve().parents[1]
     assert ssdbench.kernels.__name__ == "ssdbench.kernels"
-    spec = importlib.util.find_spec("kernels")
-    assert spec is None or not Path(spec.origin).resolve().is_relative_to(repo)
+    spec = importlib.util.find_spec("kernels")  # HF's, in site-packages (transformers >= 5.25), or none
+    assert spec is None or Path(spec.origin).resolve().parent.parent != repo  # not <repo>/kernels/__init__.py
 
 
 @pytest.mark.gpu
