@@ -24,6 +24,14 @@ def _greedy(model, prompt: torch.Tensor, steps: int) -> list[int]:
     return tokens
 
 
+def _eager_and_graphed(hf, *, max_len: int, device="cuda", dtype=torch.float32, **graphed_options):
+    """Two CUDA twins of `hf`: one eager with the static shapes graphs replay (the same arithmetic:
+    graphs must change launches, not results), one graphed."""
+    eager = native_of(hf, max_len=max_len, device=device, dtype=dtype)
+    eager.static_shapes = True
+    return eager, GraphedModel(native_of(hf, max_len=max_len, device=device, dtype=dtype), **graphed_options)
+
+
 def test_static_shapes_compute_what_the_dynamic_forward_does():
     hf = tiny_hf_model("llama")
     dynamic, static = native_of(hf, max_len=48), native_of(hf, max_len=48)
@@ -102,9 +110,7 @@ def test_the_cli_refuses_graphs_it_cannot_run(tmp_path, value, fragments):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_graphed_model_decodes_as_the_eager_one_on_cuda(dtype):
     hf = tiny_hf_model("llama")
-    eager = native_of(hf, max_len=64, device="cuda", dtype=dtype)
-    eager.static_shapes = True  # the same arithmetic: graphs must change launches, not results
-    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda", dtype=dtype))
+    eager, graphed = _eager_and_graphed(hf, max_len=64, dtype=dtype)
     prompt = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(5)).cuda()  # eager prefill
     assert _greedy(graphed, prompt, 16) == _greedy(eager, prompt, 16)
     assert (1, 1, False) in graphed.graph_shapes
@@ -118,9 +124,7 @@ def test_a_graphed_model_decodes_as_the_eager_one_on_cuda(dtype):
 def test_a_graphed_tree_step_takes_each_calls_own_mask():
     """ssd's tree steps replay one graph per width; the mask is an input, not baked into the graph."""
     hf = tiny_hf_model("llama")
-    eager = native_of(hf, max_len=48, device="cuda")
-    eager.static_shapes = True
-    graphed = GraphedModel(native_of(hf, max_len=48, device="cuda"), max_tokens=2)
+    eager, graphed = _eager_and_graphed(hf, max_len=48, max_tokens=2)
     prompt = torch.randint(0, 97, (1, 20), generator=torch.Generator().manual_seed(4)).cuda()  # [1, T]
     for model in (eager, graphed):
         model(prompt, chain(20).cuda())
@@ -137,9 +141,7 @@ def test_a_graphed_tree_step_takes_each_calls_own_mask():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_graphs_are_captured_at_allocation_and_outlive_batches_of_one_capacity_on_cuda():
     hf = tiny_hf_model("llama")
-    eager = native_of(hf, max_len=64, device="cuda")
-    eager.static_shapes = True
-    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda"), max_tokens=5, tree_widths=3)
+    eager, graphed = _eager_and_graphed(hf, max_len=64, max_tokens=5, tree_widths=3)
     graphed.allocate(1, 64)  # every step shape of one row, captured before any timed round
     assert graphed.graph_shapes == sorted([(1, t, False) for t in range(1, 6)] + [(1, n, True) for n in range(1, 4)])
     captured = dict(graphed._graphs)
@@ -156,9 +158,7 @@ def test_graphs_are_captured_at_allocation_and_outlive_batches_of_one_capacity_o
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_a_graph_captured_off_the_current_device_replays_its_own_work():
     hf = tiny_hf_model("llama")
-    eager = native_of(hf, max_len=64, device="cuda:1")
-    eager.static_shapes = True
-    graphed = GraphedModel(native_of(hf, max_len=64, device="cuda:1"))
+    eager, graphed = _eager_and_graphed(hf, max_len=64, device="cuda:1")
     prompt = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(5)).to("cuda:1")
     assert torch.cuda.current_device() == 0
     assert _greedy(graphed, prompt, 12) == _greedy(eager, prompt, 12)
