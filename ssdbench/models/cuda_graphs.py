@@ -9,16 +9,18 @@ call copies its inputs into buffers owned by the graph.
 
 `GraphedModel` wraps a `NativeCausalLM` and keeps one graph per (rows, tokens, masked) shape
 of a step — a 1-token decode, a K+1-token verify or glue, and ssd's tree steps, whose mask is
-one more input buffer — captured on its first call. Calls with selected logits or hidden
-states, plain steps longer than `max_tokens` (prefills: each prompt a different length) and
-trees wider than MAX_GRAPH_TOKENS run eagerly, with the same static shapes, so every call
+one more input buffer. Every such shape of a row count is captured when that row count's cache
+is first allocated (a shape first met later is captured then). Calls with selected logits or
+hidden states, plain steps longer than `max_tokens` (prefills: each prompt a different length)
+and trees wider than MAX_GRAPH_TOKENS run eagerly, with the same static shapes, so every call
 computes the same arithmetic.
 
 A graph reads the buffers it was captured on, so the cache outlives batches: every batch of a
-run asks for the same capacity (`DecodeSettings.cache_capacity`), a batch of fewer rows (the last
-one) takes the first rows of the largest batch's cache, and `allocate` zeroes in place. The
-run's warm-up therefore captures the graphs its timed batches replay; only a new capacity or
-a larger batch re-allocates and drops them.
+run whose models replay graphs asks for the same capacity (`DecodeSettings.cache_capacity`), a
+batch of fewer rows (the last one) takes the first rows of the largest batch's cache, and
+`allocate` zeroes in place. The run's warm-up, which allocates each batch size first, therefore
+captures what its timed batches replay; only a new capacity or a larger batch re-allocates and
+drops the graphs.
 """
 
 from __future__ import annotations
