@@ -19,6 +19,7 @@ from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.protocols import Proposer
 from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
 from ssdbench.methods.base import MethodContext, ProposerFactory
+from ssdbench.models.cuda_graphs import checked_mode, uses_cuda_graphs
 from ssdbench.models.model_set import ModelSet
 from ssdbench.profiling.placement import pinned
 from ssdbench.projection.calibrate import calibrate
@@ -138,7 +139,8 @@ def _cache_capacity(ctx: MethodContext) -> int | None:
     """The run's one cache capacity where CUDA graphs replay (a graph reads the cache it was captured
     on, so every batch gets the same one); None elsewhere: each batch allocates what it needs."""
     devices = (ctx.models.device, ctx.models.draft_device, ctx.draft_placement.device)
-    if ctx.models.config.cuda_graphs != "off" and any(torch.device(d).type == "cuda" for d in devices):
+    mode = checked_mode(ctx.models.config.cuda_graphs)  # what decides each model's wrapping (model_set, server)
+    if any(uses_cuda_graphs(mode, d) for d in devices):
         return ctx.decode.cache_capacity(ctx.workload)
     return None
 

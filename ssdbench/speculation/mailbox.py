@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.errors import UsageError
+from ssdbench.profiling.devices import same_device
 
 # ctrl slots
 REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT, FORK_SEQ = range(9)
@@ -91,7 +92,8 @@ class Mailbox:
         """Finish this process's pending GPU work on the payload before the other side may read or overwrite it."""
         if self.q.device.type == "cuda":  # both: the copy may run on the source's (current) stream or the payload's
             torch.cuda.synchronize(self.q.device)
-            torch.cuda.synchronize()
+            if not same_device(self.q.device, "cuda"):  # "cuda": this process's current GPU
+                torch.cuda.synchronize()
 
     # ---- both sides ----
     def wait_for(self, slot: int, value: int, *, is_alive, timeout_s: float | None = None) -> bool:
