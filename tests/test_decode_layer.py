@@ -70,6 +70,139 @@ def test_a_run_says_which_roles_ran_fused_steps(tmp_path):
 
     target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
     fused = run_cli(*base_args(target, tmp_path / "a", "--methods", "ar", "--linear-kernel", "gemv"))
-    assert fused.exit_code == 0 and "target: gemv, sdpa, fused one-token steps" in fused.output, fused.output
+    assert fused.exit_code == 0 and "target: gemv, sdpa, fused steps" in fused.output, fused.output
     plain = run_cli(*base_args(target, tmp_path / "b", "--methods", "ar", "--linear-kernel", "matmul"))
-    assert plain.exit_code == 0 and "fused one-token steps" not in plain.output
+    assert plain.exit_code == 0 and "fused steps" not in plain.output
+
+
+def prefilled_twins(kind: str, weights: str, lengths=LENGTHS, max_len: int = 64):
+    """twins() after each row's own prompt (of `lengths` tokens) went through both."""
+    fused, plain = twins(kind, weights)
+    for model in (fused, plain):
+        model.allocate(len(lengths), max_len)
+    tokens = torch.randint(0, 97, (len(lengths), max(lengths)), generator=torch.Generator().manual_seed(1))  # [B, T]
+    for model in (fused, plain):
+        model.forward(tokens, chain(tokens.shape[1], batch=len(lengths)))
+    return fused, plain
+
+
+def assert_same_step(fused, plain, tokens, positions, **kwargs):
+    got, want = fused.forward(tokens, positions, **kwargs), plain.forward(tokens, positions, **kwargs)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused.cache.k, plain.cache.k, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused.cache.v, plain.cache.v, atol=1e-5, rtol=1e-5)
+    return want
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+@pytest.mark.parametrize("weights", ["fp32", "int8"])
+def test_multi_token_steps_compute_what_the_python_path_does(kind, weights):
+    """Prefill, a K+1-token verify per row at each row's own length, then a ragged catch-up chunk."""
+    fused, plain = prefilled_twins(kind, weights)
+    gen = torch.Generator().manual_seed(2)
+    verify = torch.randint(0, 97, (3, 5), generator=gen)  # [B, K+1]
+    positions = torch.tensor(LENGTHS).unsqueeze(1) + torch.arange(5)  # [B, K+1]: each row from its own slot
+    assert_same_step(fused, plain, verify, positions)
+    from ssdbench.decoding.ragged import forward_chunks
+    chunks = [[5, 6], [7], [8, 9, 10]]  # rows of different lengths, right-padded
+    starts = [n + 2 for n in LENGTHS]
+    got, want = forward_chunks(fused, chunks, starts), forward_chunks(plain, chunks, starts)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused.cache.k, plain.cache.k, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("weights", ["fp32", "int8"])
+def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
+    """ssd's tree: branches of each row at their own positions and slots, each seeing the main line
+    up to its accepted count and its own earlier slots only (speculation/tree.py's masks)."""
+    from ssdbench.speculation.tree import Branch, layout_tree
+
+    fused, plain = prefilled_twins("qwen3", weights, max_len=96)
+    branches = [[Branch(a, c, 0.1) for a, c in ((0, 3), (2, 4), (2, 11), (1, 5))],
+                [Branch(3, 7, 0.5)],
+                [Branch(0, 9, 0.2), Branch(1, 2, 0.2)]]  # rows of 4, 1 and 2 branches: padding branches too
+    pending = [n - 1 for n in LENGTHS]
+    layout = layout_tree(branches, pending, tree_base=40, depth=4)
+    current = torch.randint(0, 97, layout.positions.shape, generator=torch.Generator().manual_seed(3))  # [B, N]
+    for step in range(4):
+        logits = assert_same_step(fused, plain, current, layout.positions + step, slots=layout.slots(step),
+                                  attn_mask=layout.mask(step, 96))
+        current = logits.argmax(-1)
+
+
+@pytest.mark.parametrize("weights", ["fp32", "int8"])
+def test_one_to_sixty_four_rows_of_one_sequence(weights):
+    hf = tiny_hf_model("llama")
+    kernel = {"linear_kernel": "gemv"} if weights == "fp32" else {}
+    fused, plain = (native_of(hf, max_len=512, weights=weights, **kernel) for _ in range(2))
+    plain.fused_decode = False
+    start = 0
+    for rows in (1, 2, 3, 4, 5, 7, 16, 33, 64):
+        tokens = torch.randint(0, 97, (1, rows), generator=torch.Generator().manual_seed(rows))  # [1, rows]
+        assert_same_step(fused, plain, tokens, chain(rows, start))
+        start += rows
+
+
+def test_threads_split_the_work_without_changing_a_bit():
+    """The attention's (row, head) pairs and the norms' rows split across threads: the same sums in the same order."""
+    fused, _ = prefilled_twins("llama", "int8")
+    other, _ = prefilled_twins("llama", "int8")
+    tokens = torch.randint(0, 97, (3, 5), generator=torch.Generator().manual_seed(4))  # [B, 5]
+    positions = torch.tensor(LENGTHS).unsqueeze(1) + torch.arange(5)  # [B, 5]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fused.forward(tokens, positions)
+        torch.set_num_threads(2)
+        two = other.forward(tokens, positions)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two) and torch.equal(fused.cache.k, other.cache.k)
+
+
+@pytest.mark.parametrize("slot", [64, -1])
+def test_a_slot_outside_the_cache_is_refused_and_nothing_is_written(slot):
+    """decode_layer.c checks every slot before writing: a slot equal to the cache length once wrote past its end."""
+    fused, plain = prefilled_twins("llama", "fp32")
+    k_before = fused.cache.k.clone()
+    positions = torch.tensor([[5], [6], [7]])  # [B, 1]: positions are fine; the slots are not
+    slots = torch.tensor([[5], [slot], [7]])  # [B, 1]
+    with pytest.raises((IndexError, RuntimeError)):
+        plain.forward(torch.ones(3, 1, dtype=torch.int64), positions, slots=slots)
+    with pytest.raises(IndexError, match="outside"):
+        fused.forward(torch.ones(3, 1, dtype=torch.int64), positions, slots=slots)
+    assert torch.equal(fused.cache.k, k_before)
+
+
+def test_steps_the_probe_gave_to_another_kernel_do_not_run_fused():
+    """A row split sends steps of split_rows or more to its GEMM side: the fused step must not take them
+    with the one-row kernel (it did, while the manifest said the split)."""
+    from ssdbench.kernels.linear import RowSplitLinear, make_dense
+    from ssdbench.kernels.probe import DenseChoice
+
+    hf = tiny_hf_model("llama")
+    model = native_of(hf, max_len=64, linear_kernel="gemv")
+    calls = {"many": 0}
+
+    class Counted:
+        def __init__(self, linear):
+            self.linear = linear
+
+        def __call__(self, x):
+            calls["many"] += 1
+            return self.linear(x)
+
+    for layer in model.layers:
+        for name in ("qkv", "o", "gate_up", "down"):
+            gemv = getattr(layer, name)
+            split = make_dense(DenseChoice("gemv", "matmul", 3, ()), gemv.w, gemv.bias, device="cpu",
+                               dtype=torch.float32)
+            assert isinstance(split, RowSplitLinear)
+            split.many = Counted(split.many)
+            setattr(layer, name, split)
+    model._fused = False  # look again at the new projections
+    assert model.fused.row_limit == 3 and model.kernel_names()["decode_step"] == "fused<3rows"
+    model.forward(torch.ones(1, 2, dtype=torch.int64), chain(2))
+    assert calls["many"] == 0  # two rows: the fused step, on gemv.c
+    model.forward(torch.ones(1, 3, dtype=torch.int64), chain(3, 2))
+    assert calls["many"] == 4 * len(model.layers)  # three rows: the Python path, on the split's GEMM side

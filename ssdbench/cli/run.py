@@ -112,7 +112,7 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
                           "as approximate here.")
     if manifest.get("kernels"):
         used = "; ".join(f"{role}: {k.get('linear')}, {k.get('attention')}"
-                         + (", fused one-token steps" if k.get("decode_step") == "fused" else "")
+                         + _fused_note(k.get("decode_step"))
                          for role, k in manifest["kernels"].items())
         console.print(f"kernels (probed here): {used}")
     if plan.models.random_weights:
@@ -175,3 +175,9 @@ def _print_model_check(path, console: Console) -> None:
     if any(row["label"] != "ar" for row in rows) and any(row["label"] == "ar" for row in rows):
         console.print(model_check_table(rows))
 
+
+def _fused_note(decode_step: str | None) -> str:
+    """The kernels line's word on decode_layer.c: every step fused, or only those below a row count."""
+    if not decode_step:
+        return ""
+    return ", fused steps" if decode_step == "fused" else f", fused steps ({decode_step.removeprefix('fused')})"

@@ -1,22 +1,33 @@
-/* One decoder layer of a one-token decode step, in one call: norms, projections (gemv.c), RoPE,
- * the KV-cache write, attention over the row's own chain and the MLP.
+/* One decoder layer of a decode step, in one call: norms, projections (gemv.c), RoPE, the
+ * KV-cache writes, attention over each token row's visible slots, and the MLP.
  *
- * A one-token step on a CPU does little arithmetic per weight, and launching its ~20 small
+ * A decode step on a CPU does little arithmetic per weight, and launching its ~20 small
  * tensor operations per layer from Python cost about as much as reading the weights (a
  * SmolLM2-135M int8 draft step: 12.0 ms, of which ~6 ms int8 projections; fused, 8.4 ms). Here
- * the layer runs as plain loops; the projections are gemv.c's, so they read the weights as fast
- * as ever.
+ * the layer runs as plain loops; the projections are gemv.c's, so each weight is read once per
+ * step for all token rows.
  *
- * Only the case the Python path handles with no mask: each of B rows decodes one token at its
- * own slot and sees every slot up to it (a causal chain). Trees, verifies and prefills keep the
- * Python path (llama.py). float32 throughout; the projections' weights float32 or int8.
+ * A step holds N token rows: any number of tokens of any of the cache's B sequences (one token
+ * per sequence, a K+1-token verify, ssd's glue chunk, a tree of branches). Every row's K/V is
+ * written before any row attends, so rows of one sequence see each other as the Python path's
+ * forward does. Row n attends over its sequence's slots [0, span) where mask[n, j] is set, or,
+ * with no mask, over the causal chain [0, slots[n]]. float32 throughout; the projections'
+ * weights float32 or int8.
+ *
+ * Threads: the projections split their outputs (gemv.c); the rest splits token rows (norms,
+ * RoPE) and (row, head) pairs (attention), when more than one thread is given.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gemv.h"
+
+#define MAX_HEAD_DIM 1024
 
 /* A projection as the Python side hands it over: int8 when scales is not NULL. */
 typedef struct {
@@ -25,6 +36,15 @@ typedef struct {
   const float *bias;    /* [out] or NULL */
   int64_t in, out;
 } projection;
+
+typedef struct {
+  int64_t rows;  /* N token rows in this step */
+  int64_t batch; /* B sequences the cache holds */
+  int64_t hidden, heads, kv_heads, head_dim, max_len;
+  int64_t span; /* the mask's width (slots [0, span) considered); unused without a mask */
+  float eps, scale;
+  int32_t threads;
+} layer_dims;
 
 static void project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
   if (p->scales)
@@ -42,102 +62,136 @@ static void rms_norm(const float *x, const float *w, float *y, int64_t n, float 
   for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
 }
 
+static void rms_norm_rows(const float *x, const float *w, float *y, int64_t rows, int64_t n, float eps,
+                          int32_t threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && rows > 1)
+  for (int64_t r = 0; r < rows; r++) rms_norm(x + r * n, w, y + r * n, n, eps);
+}
+
 /* RoPE with sign-folded sin (llama.py's tables): x[i] * cos[i] + x[(i + d/2) % d] * sin[i]. */
 static void rope(float *x, const float *cos_t, const float *sin_t, int64_t d) {
-  float tmp[1024];
+  float tmp[MAX_HEAD_DIM];
   const int64_t half = d / 2;
   for (int64_t i = 0; i < d; i++) tmp[i] = x[i] * cos_t[i] + x[(i + half) % d] * sin_t[i];
   memcpy(x, tmp, (size_t)d * sizeof(float));
 }
 
-typedef struct {
-  int64_t rows, hidden, heads, kv_heads, head_dim, max_len;
-  float eps, scale;
-  int32_t threads;
-} layer_dims;
-
-/* Attention of one row's heads over slots [0, slot]: out [H, D]. k, v: this row's cache [Hkv, S_max, D]. */
-static void attend_row(const float *q, const float *k, const float *v, float *out, int64_t slot,
-                       const layer_dims *s, float *scores) {
-  const int64_t group = s->heads / s->kv_heads, d = s->head_dim;
-  for (int64_t h = 0; h < s->heads; h++) {
-    const float *qh = q + h * d;
-    const float *kh = k + (h / group) * s->max_len * d, *vh = v + (h / group) * s->max_len * d;
-    float top = -INFINITY;
-    for (int64_t j = 0; j <= slot; j++) {
-      float dot = 0.f;
+/* One head of one row: out [D] = softmax(q . k_j * scale) . v_j over the visible slots j.
+ * k, v: the head's cache [S_max, D]; visible[j] (or j <= last when visible is NULL). */
+static void attend_head(const float *q, const float *k, const float *v, float *out, const uint8_t *visible,
+                        int64_t last, int64_t d, float scale, float *scores) {
+  float top = -INFINITY;
+  for (int64_t j = 0; j <= last; j++) {
+    if (visible && !visible[j]) continue;
+    float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t i = 0; i < d; i++) dot += qh[i] * kh[j * d + i];
-      scores[j] = dot * s->scale;
-      if (scores[j] > top) top = scores[j];
-    }
-    float total = 0.f;
-    for (int64_t j = 0; j <= slot; j++) total += (scores[j] = expf(scores[j] - top));
-    float *oh = out + h * d;
-    memset(oh, 0, (size_t)d * sizeof(float));
-    for (int64_t j = 0; j <= slot; j++) {
-      const float p = scores[j] / total;
-      for (int64_t i = 0; i < d; i++) oh[i] += p * vh[j * d + i];
-    }
+    for (int64_t i = 0; i < d; i++) dot += q[i] * k[j * d + i];
+    scores[j] = dot * scale;
+    if (scores[j] > top) top = scores[j];
+  }
+  float total = 0.f;
+  for (int64_t j = 0; j <= last; j++)
+    if (!visible || visible[j]) total += (scores[j] = expf(scores[j] - top));
+  memset(out, 0, (size_t)d * sizeof(float));
+  for (int64_t j = 0; j <= last; j++) {
+    if (visible && !visible[j]) continue;
+    const float p = scores[j] / total;
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++) out[i] += p * v[j * d + i];
   }
 }
 
-/* x [B, hidden] (the residual stream, updated in place); cos, sin [B, D] at each row's position;
- * k_cache, v_cache: this layer's [B, Hkv, S_max, D]; slots [B]. q_norm, k_norm [D] or NULL.
- * Returns 0, or -1 when scratch memory could not be had. */
+/* q [N, (H + 2 Hkv) D] (q heads first); out [N, H D]. */
+static int attend_rows(const float *qkv, const float *k_cache, const float *v_cache, float *out, const int64_t *seq,
+                       const int64_t *slots, const uint8_t *mask, const layer_dims *s) {
+  const int64_t h = s->heads, group = s->heads / s->kv_heads, d = s->head_dim, width = (h + 2 * s->kv_heads) * d;
+  const int64_t pairs = s->rows * h;
+  int threads = s->threads > 1 && pairs > 1 ? s->threads : 1;
+  float *scores = malloc((size_t)threads * (size_t)s->max_len * sizeof(float));
+  if (!scores) return -1;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t pair = 0; pair < pairs; pair++) {
+#ifdef _OPENMP
+    float *mine = scores + (size_t)omp_get_thread_num() * (size_t)s->max_len;
+#else
+    float *mine = scores;
+#endif
+    const int64_t n = pair / h, head = pair % h, g = head / group;
+    const int64_t at = (seq[n] * s->kv_heads + g) * s->max_len * d;
+    const uint8_t *visible = mask ? mask + n * s->span : NULL;
+    const int64_t last = mask ? s->span - 1 : slots[n];
+    attend_head(qkv + n * width + head * d, k_cache + at, v_cache + at, out + n * h * d + head * d, visible, last, d,
+                s->scale, mine);
+  }
+  free(scores);
+  return 0;
+}
+
+/* x [N, hidden] (the residual stream, updated in place); cos, sin [N, D] at each row's position;
+ * k_cache, v_cache: this layer's [B, Hkv, S_max, D]; seq [N]: each row's sequence (cache row);
+ * slots [N]: where each row's K/V goes; mask [N, span] (uint8) or NULL for the causal chain.
+ * q_norm, k_norm [D] or NULL. Returns 0; -1 when scratch memory could not be had; -2 when a
+ * sequence, slot or span lies outside the cache (nothing is written then). */
 int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_norm, const projection *qkv,
                           const projection *o, const projection *gate_up, const projection *down,
                           const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
-                          float *k_cache, float *v_cache, const int64_t *slots, const layer_dims *s) {
-  const int64_t b = s->rows, hid = s->hidden, d = s->head_dim, h = s->heads, hkv = s->kv_heads;
+                          float *k_cache, float *v_cache, const int64_t *seq, const int64_t *slots,
+                          const uint8_t *mask, const layer_dims *s) {
+  const int64_t n_rows = s->rows, hid = s->hidden, d = s->head_dim, h = s->heads, hkv = s->kv_heads;
   const int64_t width = (h + 2 * hkv) * d, inter = gate_up->out / 2;
-  if (d > 1024) return -1;
-  float *normed = malloc((size_t)(b * hid) * sizeof(float));
-  float *proj = malloc((size_t)(b * (width > 2 * inter ? width : 2 * inter)) * sizeof(float));
-  float *attn = malloc((size_t)(b * (h * d > inter ? h * d : inter)) * sizeof(float));
-  float *delta = malloc((size_t)(b * hid) * sizeof(float));
-  float *scores = malloc((size_t)s->max_len * sizeof(float));
+  const int32_t threads = s->threads;
+  if (d > MAX_HEAD_DIM) return -1;
+  if (mask && (s->span < 1 || s->span > s->max_len)) return -2;
+  for (int64_t n = 0; n < n_rows; n++) /* the Python path raises on these: never write outside the cache */
+    if (seq[n] < 0 || seq[n] >= s->batch || slots[n] < 0 || slots[n] >= s->max_len) return -2;
+  float *normed = malloc((size_t)(n_rows * hid) * sizeof(float));
+  float *proj = malloc((size_t)(n_rows * (width > 2 * inter ? width : 2 * inter)) * sizeof(float));
+  float *attn = malloc((size_t)(n_rows * (h * d > inter ? h * d : inter)) * sizeof(float));
+  float *delta = malloc((size_t)(n_rows * hid) * sizeof(float));
   int status = 0;
-  if (!normed || !proj || !attn || !delta || !scores) {
+  if (!normed || !proj || !attn || !delta) {
     status = -1;
     goto done;
   }
-  for (int64_t r = 0; r < b; r++) rms_norm(x + r * hid, attn_norm, normed + r * hid, hid, s->eps);
-  project(qkv, normed, proj, b, s->threads); /* [B, (H + 2 Hkv) D] */
-  for (int64_t r = 0; r < b; r++) {
-    float *row = proj + r * width; /* q [H, D], k [Hkv, D], v [Hkv, D] */
-    const float *c = cos_t + r * d, *sn = sin_t + r * d;
-    for (int64_t n = 0; n < h + hkv; n++) {
-      float *head = row + n * d;
-      const float *norm = n < h ? q_norm : k_norm;
-      if (norm) rms_norm(head, norm, head, d, s->eps);
-      rope(head, c, sn, d);
+  rms_norm_rows(x, attn_norm, normed, n_rows, hid, s->eps, threads);
+  project(qkv, normed, proj, n_rows, threads); /* [N, (H + 2 Hkv) D] */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
+  for (int64_t n = 0; n < n_rows; n++) {
+    float *row = proj + n * width; /* q [H, D], k [Hkv, D], v [Hkv, D] */
+    const float *c = cos_t + n * d, *sn = sin_t + n * d;
+    for (int64_t head = 0; head < h + hkv; head++) {
+      float *part = row + head * d;
+      const float *norm = head < h ? q_norm : k_norm;
+      if (norm) rms_norm(part, norm, part, d, s->eps);
+      rope(part, c, sn, d);
     }
-    const int64_t slot = slots[r];
-    for (int64_t g = 0; g < hkv; g++) {
-      const int64_t at = ((r * hkv + g) * s->max_len + slot) * d;
-      memcpy(k_cache + at, row + (h + g) * d, (size_t)d * sizeof(float));
-      memcpy(v_cache + at, row + (h + hkv + g) * d, (size_t)d * sizeof(float));
-    }
-    const int64_t row_cache = r * hkv * s->max_len * d;
-    attend_row(row, k_cache + row_cache, v_cache + row_cache, attn + r * h * d, slot, s, scores);
   }
-  project(o, attn, delta, b, s->threads); /* [B, hidden] */
-  for (int64_t i = 0; i < b * hid; i++) x[i] += delta[i];
-  for (int64_t r = 0; r < b; r++) rms_norm(x + r * hid, mlp_norm, normed + r * hid, hid, s->eps);
-  project(gate_up, normed, proj, b, s->threads); /* [B, 2 I]: gate, then up */
-  for (int64_t r = 0; r < b; r++)
-    for (int64_t i = 0; i < inter; i++) {
-      const float gate = proj[r * 2 * inter + i], up = proj[r * 2 * inter + inter + i];
-      attn[r * inter + i] = gate / (1.f + expf(-gate)) * up;
+  for (int64_t n = 0; n < n_rows; n++) /* every row's K/V before any row attends */
+    for (int64_t g = 0; g < hkv; g++) {
+      const int64_t at = ((seq[n] * hkv + g) * s->max_len + slots[n]) * d;
+      memcpy(k_cache + at, proj + n * width + (h + g) * d, (size_t)d * sizeof(float));
+      memcpy(v_cache + at, proj + n * width + (h + hkv + g) * d, (size_t)d * sizeof(float));
     }
-  project(down, attn, delta, b, s->threads); /* [B, hidden] */
-  for (int64_t i = 0; i < b * hid; i++) x[i] += delta[i];
+  if (attend_rows(proj, k_cache, v_cache, attn, seq, slots, mask, s) != 0) {
+    status = -1;
+    goto done;
+  }
+  project(o, attn, delta, n_rows, threads); /* [N, hidden] */
+  for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
+  rms_norm_rows(x, mlp_norm, normed, n_rows, hid, s->eps, threads);
+  project(gate_up, normed, proj, n_rows, threads); /* [N, 2 I]: gate, then up */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
+  for (int64_t n = 0; n < n_rows; n++)
+    for (int64_t i = 0; i < inter; i++) {
+      const float gate = proj[n * 2 * inter + i], up = proj[n * 2 * inter + inter + i];
+      attn[n * inter + i] = gate / (1.f + expf(-gate)) * up;
+    }
+  project(down, attn, delta, n_rows, threads); /* [N, hidden] */
+  for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
 done:
   free(normed);
   free(proj);
   free(attn);
   free(delta);
-  free(scores);
   return status;
 }

@@ -1,15 +1,17 @@
-"""The fused one-token decode step on CPU: decode_layer.c runs each decoder layer in one call.
+"""The fused decode step on CPU: decode_layer.c runs each decoder layer in one call, for any
+number of token rows.
 
-A one-token step's ~20 small tensor operations per layer cost, launched from Python, about as
+A decode step's ~20 small tensor operations per layer cost, launched from Python, about as
 much as reading the weights (SmolLM2-135M's int8 draft step: 12.0 ms, of which ~6 ms int8
 projections; fused, 8.4 ms). `FusedDecode` hands decode_layer.c each layer's weights once, as
 pointers, and then runs a step's layers with one call each.
 
-It applies only where the Python path (llama.py) would attend with no mask: every row decodes
-one token at its own slot over its own causal chain. And only where every projection of every
-layer runs a gemv.c kernel for one row (`gemv`, `int8_gemv`, or either as the one-row side of a
-row split): the fused step then reads the same weights through the same code. The model records
-`decode_step: fused` among its kernels when it qualifies (llama.py).
+It takes any step the Python path (llama.py) takes: B sequences of T tokens each, over the
+causal chain or an explicit mask (ssd's tree, a ragged batch); each weight is read once for all
+B*T rows. It applies only where every projection of every layer runs a gemv.c kernel for that
+many rows (`gemv`, `int8_gemv`, or either as the few-row side of a row split: a step of
+`row_limit` rows or more runs the Python path, on the kernel the probe chose for it). The model
+records `decode_step: fused` among its kernels when it qualifies (llama.py).
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ class Projection(ctypes.Structure):
 
 
 class LayerDims(ctypes.Structure):
-    _fields_ = [("rows", ctypes.c_int64), ("hidden", ctypes.c_int64), ("heads", ctypes.c_int64),
-                ("kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("max_len", ctypes.c_int64),
-                ("eps", ctypes.c_float), ("scale", ctypes.c_float), ("threads", ctypes.c_int32)]
+    """decode_layer.c's `layer_dims`."""
+
+    _fields_ = [("rows", ctypes.c_int64), ("batch", ctypes.c_int64), ("hidden", ctypes.c_int64),
+                ("heads", ctypes.c_int64), ("kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("max_len", ctypes.c_int64), ("span", ctypes.c_int64), ("eps", ctypes.c_float),
+                ("scale", ctypes.c_float), ("threads", ctypes.c_int32)]
+
+
+NO_LIMIT = 1 << 62
 
 
 def one_row_projection(linear) -> Projection | None:
@@ -47,6 +55,11 @@ def one_row_projection(linear) -> Projection | None:
     return None if pointers is None else Projection(*pointers)
 
 
+def gemv_row_limit(linear) -> int:
+    """Steps of this many rows or more run another kernel than gemv.c's (a row split's GEMM side)."""
+    return linear.split_rows if isinstance(linear, RowSplitLinear) else NO_LIMIT
+
+
 def _ptr(t: torch.Tensor | None):
     return None if t is None else t.data_ptr()
 
@@ -58,6 +71,7 @@ class FusedDecode:
         self._fn = library().ssdbench_decode_layer
         self.model = model
         self.projections = projections  # kept alive: the C side reads them by pointer
+        self.row_limit = min(gemv_row_limit(f) for l in model.layers for f in (l.qkv, l.o, l.gate_up, l.down))
         self.norms = [(l.attn_norm.contiguous(), l.mlp_norm.contiguous(),
                        None if l.q_norm is None else l.q_norm.contiguous(),
                        None if l.k_norm is None else l.k_norm.contiguous()) for l in model.layers]
@@ -78,15 +92,31 @@ class FusedDecode:
         except OSError:  # the library cannot be built here: the Python path serves
             return None
 
-    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """x [B, 1, hidden] after the embedding -> the residual stream after the last layer, in place.
-        cos, sin [B, 1, 1, D] at each row's position; slots [B, 1], each row's cache slot."""
+    def covers(self, rows: int) -> bool:
+        """Whether a step of `rows` token rows runs here: the probe gave that many rows to gemv.c."""
+        return rows < self.row_limit
+
+    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
+            mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, T, hidden] after the embedding -> the residual stream after the last layer [B, T, hidden].
+
+        cos, sin [B, T, 1, D] at each token's position; slots [B, T], each token's cache slot; mask
+        [B, T, span] bool (which slots each token sees) or None for the causal chain by slot.
+        """
         s, cache = self.model.shape, self.model.cache
-        x = x.contiguous()
-        cos, sin = cos.reshape(x.shape[0], -1).contiguous(), sin.reshape(x.shape[0], -1).contiguous()  # [B, D]
-        slots = slots.reshape(-1).to(torch.int64).contiguous()  # [B]
-        dims = LayerDims(x.shape[0], s.hidden, s.num_heads, s.num_kv_heads, s.head_dim, cache.max_len,
-                         s.rms_norm_eps, self.model.scale, torch.get_num_threads())
+        b, t, _ = x.shape
+        rows = b * t
+        x = x.reshape(rows, -1).contiguous()  # [N, hidden]
+        cos, sin = cos.reshape(rows, -1).contiguous(), sin.reshape(rows, -1).contiguous()  # [N, D]
+        slots = slots.reshape(-1).to(torch.int64).contiguous()  # [N]
+        seq = torch.arange(b, dtype=torch.int64).repeat_interleave(t)  # [N]: each row's cache row
+        span = 0
+        if mask is not None:
+            span = mask.shape[-1]
+            mask = mask.reshape(rows, span).to(torch.uint8).contiguous()  # [N, span]
+        dims = LayerDims(rows, cache.batch_size, s.hidden, s.num_heads, s.num_kv_heads, s.head_dim, cache.max_len,
+                         span, s.rms_norm_eps, self.model.scale, torch.get_num_threads())
+        mask_ptr = ctypes.c_void_p(_ptr(mask))
         for i, ((qkv, o, gate_up, down), (attn_norm, mlp_norm, q_norm, k_norm)) in enumerate(
                 zip(self.projections, self.norms)):
             status = self._fn(
@@ -95,7 +125,10 @@ class FusedDecode:
                 ctypes.byref(down), ctypes.c_void_p(_ptr(q_norm)), ctypes.c_void_p(_ptr(k_norm)),
                 ctypes.c_void_p(cos.data_ptr()), ctypes.c_void_p(sin.data_ptr()),
                 ctypes.c_void_p(cache.k[i].data_ptr()), ctypes.c_void_p(cache.v[i].data_ptr()),
-                ctypes.c_void_p(slots.data_ptr()), ctypes.byref(dims))
+                ctypes.c_void_p(seq.data_ptr()), ctypes.c_void_p(slots.data_ptr()), mask_ptr, ctypes.byref(dims))
+            if status == -2:
+                raise IndexError(f"a cache slot outside [0, {cache.max_len}) or a span past it: "
+                                 f"slots {slots.min().item()}..{slots.max().item()}, span {span}")
             if status != 0:
                 raise MemoryError("decode_layer.c could not allocate its scratch memory")
-        return x
+        return x.view(b, t, -1)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
-from ssdbench.kernels.decode_layer import FusedDecode
+from ssdbench.kernels.decode_layer import NO_LIMIT, FusedDecode
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.int8 import make_int8_linear, select_int8_kernel
@@ -80,7 +80,7 @@ class NativeCausalLM:
         self.scale = shape.head_dim**-0.5
         self.cache: StaticKVCache | None = None
         self.static_shapes = False  # attend over the whole cache with an on-device mask (cuda_graphs.py)
-        self.fused_decode = True  # one-token steps through kernels/decode_layer.c where it applies
+        self.fused_decode = True  # steps through kernels/decode_layer.c where it applies
         self._fused: FusedDecode | None | bool = False  # False: not looked at yet
         self._cos = self._sin = torch.empty(0, 1, shape.head_dim, device=device, dtype=dtype)  # [S, 1, D]
 
@@ -113,8 +113,9 @@ class NativeCausalLM:
         cos, sin = self._cos[positions], self._sin[positions]  # [B, T, 1, D]
         index = cache.slot_index(slots)  # [B, Hkv, T, D]
         x = F.embedding(tokens, self.embed)  # [B, T, hidden]
-        if tokens.shape[1] == 1 and attn_mask is None and not self.static_shapes and self.fused is not None:
-            x = self.fused.run(x, cos, sin, slots)  # each row one token over its own chain: what `mask` says
+        if not self.static_shapes and self.fused is not None and self.fused.covers(tokens.numel()):
+            chosen = None if attn_mask is None else mask[:, 0]  # [B, T, span]; None: the causal chain by slot
+            x = self.fused.run(x, cos, sin, slots, chosen)
         else:
             for i, layer in enumerate(self.layers):
                 x = self._attention(i, layer, x, cos, sin, index, mask, span)
@@ -129,7 +130,7 @@ class NativeCausalLM:
 
     @property
     def fused(self) -> FusedDecode | None:
-        """The fused one-token step (kernels/decode_layer.py), or None where it does not apply or is off."""
+        """The fused step (kernels/decode_layer.py), or None where it does not apply or is off."""
         if not self.fused_decode:
             return None
         if self._fused is False:
@@ -212,8 +213,12 @@ class NativeCausalLM:
                 "dtype": str(self.dtype).removeprefix("torch."), **self._fused_record(), **self._skip_record()}
 
     def _fused_record(self) -> dict:
-        """`decode_step: fused` only where one-token steps run decode_layer.c (other records stay as they were)."""
-        return {"decode_step": "fused"} if self.fused is not None else {}
+        """`decode_step: fused` only where steps run decode_layer.c (other records stay as they were); with a row
+        split, `fused<Nrows`: steps of N rows or more run the split's GEMM side on the Python path."""
+        if self.fused is None:
+            return {}
+        limit = self.fused.row_limit
+        return {"decode_step": "fused" if limit >= NO_LIMIT else f"fused<{limit}rows"}
 
     def _skip_record(self) -> dict:
         """The layers left out, only where there are some (full models' records stay as they were)."""
