@@ -8,7 +8,7 @@ import torch
 from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason
 from ssdbench.models.int8 import (INT8_CANDIDATES, INT8_DEQUANT, INT8_GEMV, INT8_PACK, Int8DequantLinear,
-                                  Int8GemvLinear, Int8PackLinear, quantize_int8, select_int8_kernel)
+                                  Int8DotLinear, Int8GemvLinear, Int8PackLinear, quantize_int8, select_int8_kernel)
 
 SHAPES = ((32, 48), (48, 32))
 needs_gemv = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
@@ -20,6 +20,25 @@ def dequantised_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | No
     q, scales = quantize_int8(w)  # [out, in], [out]
     return torch.nn.functional.linear(x.double(), q.double() * scales.double()[:, None],
                                       None if b is None else b.double())
+
+
+def quantised_inputs(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """x as dot_i8.c sees it: per block of `block` values, int8 of amax/127 steps (round half to even)."""
+    x = x.double()
+    out = torch.empty_like(x)
+    for lo in range(0, x.shape[-1], block):
+        part = x[..., lo : lo + block]
+        step = part.abs().amax(-1, keepdim=True) / 127  # [..., 1]
+        out[..., lo : lo + block] = torch.round(part / step.where(step > 0, 1)) * step
+    return out
+
+
+def int8_inputs_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """dot_i8.c's linear in float64: quantised inputs against quantize_int8's integers and scales."""
+    return dequantised_reference(quantised_inputs(x.float()), w, b)
+
+
+KERNELS = {"int8_gemv": (Int8GemvLinear, dequantised_reference), "int8_dot": (Int8DotLinear, int8_inputs_reference)}
 
 
 def cc_without(tmp_path, *flags: str) -> str:
@@ -50,25 +69,37 @@ def isa_build(request, tmp_path, monkeypatch):
     gemv._load.cache_clear()  # later tests load the ordinary build again
 
 
-@pytest.mark.parametrize("in_features,out_features", [(64, 48), (37, 5), (576, 96), (1, 3), (40, 7)])
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("in_features,out_features", [(64, 48), (37, 5), (576, 96), (1, 3), (40, 7), (96, 33)])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_int8_gemv_matches_the_dequantised_weights_for_any_row_count(isa_build, in_features, out_features,
-                                                                     with_bias):
+def test_int8_kernels_match_their_reference_for_any_row_count(isa_build, kernel, in_features, out_features,
+                                                              with_bias):
+    """int8_gemv against the dequantised weights; int8_dot against them with its quantised inputs."""
+    cls, reference = KERNELS[kernel]
     gen = torch.Generator().manual_seed(in_features * 131 + out_features)
     w = torch.randn(out_features, in_features, generator=gen)  # [out, in]
     b = torch.randn(out_features, generator=gen) if with_bias else None  # [out]
-    linear = Int8GemvLinear(w, b, device="cpu")
+    linear = cls(w, b, device="cpu")
     for rows in (1, 2, 3, 4, 5, 9):
         x = torch.randn(2, rows, in_features, generator=gen)  # [B, T, in]
         got = linear(x)
         assert got.shape == (2, rows, out_features) and got.dtype == torch.float32
-        torch.testing.assert_close(got.double(), dequantised_reference(x, w, b), rtol=1e-5,
-                                   atol=1e-5 * in_features**0.5)
+        torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5 * in_features**0.5)
 
 
-def test_a_rows_int8_result_does_not_depend_on_how_many_rows_share_the_call(isa_build):
+def test_int8_dot_stays_near_the_float_inputs():
+    """Its one approximation, the inputs' int8 blocks, stays well inside the probe's tolerance."""
+    gen = torch.Generator().manual_seed(5)
+    w, x = torch.randn(64, 576, generator=gen), torch.randn(3, 576, generator=gen)
+    exact = dequantised_reference(x, w, None)
+    error = (Int8DotLinear(w, None, device="cpu")(x).double() - exact).norm() / exact.norm()
+    assert 0 < error < 0.01
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_a_rows_int8_result_does_not_depend_on_how_many_rows_share_the_call(isa_build, kernel):
     gen = torch.Generator().manual_seed(7)
-    linear = Int8GemvLinear(torch.randn(300, 200, generator=gen), torch.randn(300, generator=gen), device="cpu")
+    linear = KERNELS[kernel][0](torch.randn(300, 200, generator=gen), torch.randn(300, generator=gen), device="cpu")
     x = torch.randn(1, 8, 200, generator=gen)  # [B, T, in]: a verify of K+1 = 8 tokens
     together = linear(x)  # [1, 8, 300]
     for t in range(8):

@@ -4,8 +4,8 @@
  * A decode step on a CPU does little arithmetic per weight, and launching its ~20 small
  * tensor operations per layer from Python cost about as much as reading the weights (a
  * SmolLM2-135M int8 draft step: 12.0 ms, of which ~6 ms int8 projections; fused, 8.4 ms). Here
- * the layer runs as plain loops; the projections are gemv.c's, so each weight is read once per
- * step for all token rows.
+ * the layer runs as plain loops; the projections are gemv.c's or dot_i8.c's, so each weight is read
+ * once per step for all token rows.
  *
  * A step holds N token rows: any number of tokens of any of the cache's B sequences (one token
  * per sequence, a K+1-token verify, ssd's glue chunk, a tree of branches). Every row's K/V is
@@ -35,6 +35,7 @@ typedef struct {
   const float *scales;  /* [out] (int8) or NULL (float32) */
   const float *bias;    /* [out] or NULL */
   int64_t in, out;
+  int32_t int8_inputs;  /* int8 weights only: 1 quantises the inputs too (dot_i8.c), 0 widens the weights (gemv.c) */
 } projection;
 
 typedef struct {
@@ -46,11 +47,14 @@ typedef struct {
   int32_t threads;
 } layer_dims;
 
-static void project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
+static int project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
+  if (p->scales && p->int8_inputs)
+    return ssdbench_dot_i8(x, (const int8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
   if (p->scales)
     ssdbench_gemv_i8(x, (const int8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
   else
     ssdbench_gemv_f32(x, (const float *)p->w, p->bias, y, rows, p->in, p->out, threads);
+  return 0;
 }
 
 /* y = x / sqrt(mean(x^2) + eps) * w over n values. */
@@ -154,7 +158,10 @@ int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_nor
     goto done;
   }
   rms_norm_rows(x, attn_norm, normed, n_rows, hid, s->eps, threads);
-  project(qkv, normed, proj, n_rows, threads); /* [N, (H + 2 Hkv) D] */
+  if (project(qkv, normed, proj, n_rows, threads) != 0) { /* [N, (H + 2 Hkv) D] */
+    status = -1;
+    goto done;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
   for (int64_t n = 0; n < n_rows; n++) {
     float *row = proj + n * width; /* q [H, D], k [Hkv, D], v [Hkv, D] */
@@ -176,17 +183,26 @@ int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_nor
     status = -1;
     goto done;
   }
-  project(o, attn, delta, n_rows, threads); /* [N, hidden] */
+  if (project(o, attn, delta, n_rows, threads) != 0) { /* [N, hidden] */
+    status = -1;
+    goto done;
+  }
   for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
   rms_norm_rows(x, mlp_norm, normed, n_rows, hid, s->eps, threads);
-  project(gate_up, normed, proj, n_rows, threads); /* [N, 2 I]: gate, then up */
+  if (project(gate_up, normed, proj, n_rows, threads) != 0) { /* [N, 2 I]: gate, then up */
+    status = -1;
+    goto done;
+  }
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
   for (int64_t n = 0; n < n_rows; n++)
     for (int64_t i = 0; i < inter; i++) {
       const float gate = proj[n * 2 * inter + i], up = proj[n * 2 * inter + inter + i];
       attn[n * inter + i] = gate / (1.f + expf(-gate)) * up;
     }
-  project(down, attn, delta, n_rows, threads); /* [N, hidden] */
+  if (project(down, attn, delta, n_rows, threads) != 0) { /* [N, hidden] */
+    status = -1;
+    goto done;
+  }
   for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
 done:
   free(normed);

@@ -28,7 +28,7 @@ class Projection(ctypes.Structure):
     """decode_layer.c's `projection`: int8 when scales is set."""
 
     _fields_ = [("w", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p),
-                ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64)]
+                ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64), ("int8_inputs", ctypes.c_int32)]
 
 
 class LayerDims(ctypes.Structure):
@@ -46,8 +46,9 @@ NO_LIMIT = 1 << 62
 def one_row_projection(linear) -> Projection | None:
     """The gemv.c kernel `linear` runs for one row, as pointers; None when it runs another kernel.
 
-    gemv.c's linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`) say so by their
-    `gemv_pointers`: (weight, scales or None, bias or None, in_features, out_features).
+    gemv.c's and dot_i8.c's linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`) say
+    so by their `gemv_pointers`: (weight, scales or None, bias or None, in_features, out_features[, int8
+    inputs: 1 for dot_i8.c]).
     """
     if isinstance(linear, RowSplitLinear):
         return one_row_projection(linear.few) if linear.split_rows > 1 else None

@@ -28,8 +28,8 @@ from ssdbench.machine_cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")
-# Built into the same library: decode_layer.c calls gemv.c's projections (gemv.h).
-SOURCES = (SOURCE, Path(__file__).with_name("decode_layer.c"))
+# Built into the same library: dot_i8.c (int8 activations) and decode_layer.c, which calls the projections (gemv.h).
+SOURCES = (SOURCE, Path(__file__).with_name("dot_i8.c"), Path(__file__).with_name("decode_layer.c"))
 HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 BUILD_TIMEOUT_S = 120
@@ -91,6 +91,11 @@ def gemv_i8_function():
     return library().ssdbench_gemv_i8
 
 
+def dot_i8_function():
+    """ssdbench_dot_i8(x, w_int8, scales, b, y, rows, in, out, threads): float32 x, scales, b and y; 0 or -1."""
+    return library().ssdbench_dot_i8
+
+
 def library() -> ctypes.CDLL:
     """The built library (gemv.c and decode_layer.c); OSError with the reason when it cannot be had."""
     lib, reason = _load()
@@ -112,6 +117,9 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     i8 = lib.ssdbench_gemv_i8  # (x, w, scales, b, y, rows, in, out, threads)
     i8.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
     i8.restype = None
+    dot = lib.ssdbench_dot_i8  # (x, w, scales, b, y, rows, in, out, threads) -> 0 or -1
+    dot.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
+    dot.restype = ctypes.c_int
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
     layer.restype = ctypes.c_int
     return lib, None

@@ -4,6 +4,9 @@ Every kernel reads the same int8 weights [out, in] and per-output scales (a quar
 bytes). Which one a model gets is decided by trying them, as for dense kernels (kernels/probe.py):
 - `int8_gemv`: CPU; kernels/gemv.c widens each int8 block to float32 in registers, float32
   activations and scales. Absent without a C compiler.
+- `int8_dot`: CPU; kernels/dot_i8.c quantises the activations too (int8 per block of 32, one
+  float32 scale each, as llama.cpp's Q8_0 path does) and sums each block's products in integers:
+  fewer instructions per weight than widening them. Absent without a C compiler.
 - `int8pack_mm`: `torch._weight_int8pack_mm`, bf16 activations and scales; missing or refused
   on some devices (CUDA builds may lack it).
 - `int8_dequant`: dequantised to the activation dtype on every call, then a dense GEMM: slow for
@@ -19,15 +22,16 @@ from pathlib import Path
 import torch
 
 from ssdbench.kernels import probe
-from ssdbench.kernels.gemv import gemv_i8_function, gemv_i8_unavailable_reason
+from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason
 from ssdbench.kernels.linear import RowSplitLinear
 
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
 INT8_DEQUANT = "int8_dequant"
+INT8_DOT = "int8_dot"
 # Probe order: a near-tie goes to the earlier (float32 activations first). The dequantising
 # kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
-INT8_CANDIDATES = (INT8_GEMV, INT8_PACK, INT8_DEQUANT)
+INT8_CANDIDATES = (INT8_GEMV, INT8_DOT, INT8_PACK, INT8_DEQUANT)
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
@@ -57,7 +61,7 @@ PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on ot
 
 
 def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
-    if name == INT8_GEMV:
+    if name in (INT8_GEMV, INT8_DOT):
         return gemv_i8_unavailable_reason(device)
     if name == INT8_DEQUANT:
         return None
@@ -174,7 +178,31 @@ class Int8GemvLinear:
         return self.w_int8.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())
 
 
-INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
+class Int8DotLinear(Int8GemvLinear):
+    """The same int8 weights and scales through dot_i8.c: the activations quantised per block of 32 too."""
+
+    name = INT8_DOT
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
+        super().__init__(weight, bias, device=device, quantized=quantized)
+        self._fn = _checked(dot_i8_function())
+
+    @property
+    def gemv_pointers(self) -> tuple:
+        """(weight, scales, bias, in, out, int8 inputs) for kernels/decode_layer.c."""
+        return *super().gemv_pointers, 1
+
+
+def _checked(dot):
+    """dot_i8.c returns -1 when it cannot have its scratch memory: raise, as an allocation would."""
+    def call(*args):
+        if dot(*args) != 0:
+            raise MemoryError("dot_i8.c could not allocate its scratch memory")
+    return call
+
+
+INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_PACK: Int8PackLinear,
+                INT8_DEQUANT: Int8DequantLinear}
 
 
 def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device, choice: probe.DenseChoice):
