@@ -11,7 +11,7 @@ from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import gemv_unavailable_reason
 from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
                                     onednn_unavailable_reason, select_dense_kernel)
-from ssdbench.models.int8 import INT8_DEQUANT, INT8_GEMV, INT8_PACK
+from ssdbench.models.int8 import INT8_DEQUANT, INT8_DOT, INT8_GEMV, INT8_PACK
 from ssdbench.models.llama import build_native_model
 from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 
@@ -130,16 +130,16 @@ def test_models_built_with_a_path_forced_off_match_transformers_and_say_what_the
 
 
 @pytest.mark.parametrize("disabled", [frozenset(), frozenset({INT8_GEMV}), frozenset({INT8_PACK}),
-                                      frozenset({INT8_GEMV, INT8_PACK})])
+                                      frozenset({INT8_DOT}), frozenset({INT8_GEMV, INT8_PACK, INT8_DOT})])
 def test_int8_models_with_a_path_forced_off_agree_and_say_what_they_run(disabled):
     hf = tiny_hf_model("llama")
     tokens = chain(8)
     model = native_of(hf, weights="int8", disabled_kernels=disabled)
     used = model.describe()["kernels"]["linear"]
     assert used == model.lm_head.name and not any(name in used for name in disabled)
-    if disabled == {INT8_GEMV, INT8_PACK}:
+    if disabled == {INT8_GEMV, INT8_PACK, INT8_DOT}:
         assert used == INT8_DEQUANT
-    reference = native_of(hf, weights="int8", disabled_kernels=frozenset({INT8_GEMV, INT8_PACK}))
+    reference = native_of(hf, weights="int8", disabled_kernels=frozenset({INT8_GEMV, INT8_PACK, INT8_DOT}))
     a, b = model.forward(tokens, tokens), reference.forward(tokens, tokens)
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.8
 

@@ -9,7 +9,7 @@ pointers, and then runs a step's layers with one call each.
 It takes any step the Python path (llama.py) takes: B sequences of T tokens each, over the
 causal chain or an explicit mask (ssd's tree, a ragged batch); each weight is read once for all
 B*T rows. It applies only where every projection of every layer runs a gemv.c kernel for that
-many rows (`gemv`, `int8_gemv`, or either as the few-row side of a row split: a step of
+many rows (`gemv`, `int8_gemv`, `int8_dot`, or one as the few-row side of a row split: a step of
 `row_limit` rows or more runs the Python path, on the kernel the probe chose for it). The model
 records `decode_step: fused` among its kernels when it qualifies (llama.py).
 """
