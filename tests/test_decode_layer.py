@@ -13,12 +13,13 @@ pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is
                                 reason=f"gemv.c cannot be built here: {gemv_unavailable_reason('cpu', torch.float32)}")
 
 LENGTHS = [5, 9, 7]  # three rows, each at its own length
+OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant"})  # torch's: the probe may pick them for tiny shapes
 
 
 def twins(kind: str, weights: str):
     """Two copies of one model on gemv.c's kernels: the first fused, the second on the Python path."""
     hf = tiny_hf_model(kind)
-    kernel = {"linear_kernel": "gemv"} if weights == "fp32" else {}
+    kernel = {"linear_kernel": "gemv"} if weights == "fp32" else {"disabled_kernels": OTHER_INT8_KERNELS}
     fused = native_of(hf, batch_size=len(LENGTHS), weights=weights, **kernel)
     plain = native_of(hf, batch_size=len(LENGTHS), weights=weights, **kernel)
     plain.fused_decode = False
@@ -133,7 +134,7 @@ def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
 @pytest.mark.parametrize("weights", ["fp32", "int8"])
 def test_one_to_sixty_four_rows_of_one_sequence(weights):
     hf = tiny_hf_model("llama")
-    kernel = {"linear_kernel": "gemv"} if weights == "fp32" else {}
+    kernel = {"linear_kernel": "gemv"} if weights == "fp32" else {"disabled_kernels": OTHER_INT8_KERNELS}
     fused, plain = (native_of(hf, max_len=512, weights=weights, **kernel) for _ in range(2))
     plain.fused_decode = False
     start = 0
@@ -206,3 +207,30 @@ def test_steps_the_probe_gave_to_another_kernel_do_not_run_fused():
     assert calls["many"] == 0  # two rows: the fused step, on gemv.c
     model.forward(torch.ones(1, 3, dtype=torch.int64), chain(3, 2))
     assert calls["many"] == 4 * len(model.layers)  # three rows: the Python path, on the split's GEMM side
+
+
+def test_a_split_between_two_of_our_kernels_stays_fused_on_both_sides():
+    """int8_gemv for few rows, int8_dot for more (a split the probe may choose): each step runs fused on
+    the side the probe gave its row count, computing what the Python path computes on that side."""
+    from ssdbench.kernels.linear import RowSplitLinear
+    from ssdbench.models.int8 import Int8DotLinear
+
+    hf = tiny_hf_model("llama")
+    fused, plain = (native_of(hf, max_len=64, weights="int8", disabled_kernels=frozenset({"int8pack_mm",
+                    "int8_dequant", "int8_dot"})) for _ in range(2))
+    plain.fused_decode = False
+    for model in (fused, plain):
+        for layer in model.layers:
+            for name in ("qkv", "o", "gate_up", "down"):
+                few = getattr(layer, name)
+                many = Int8DotLinear(torch.zeros(1), None, device="cpu",
+                                     quantized=(few.w_int8, few.scales))  # the same int8 weights
+                many.bias, many._bias_ptr = few.bias, few._bias_ptr
+                setattr(layer, name, RowSplitLinear(few, many, 3))
+        model._fused = False
+    assert fused.fused.row_limit > 64 and fused.kernel_names()["decode_step"] == "fused"
+    start = 0
+    for rows in (1, 2, 3, 5):
+        tokens = torch.randint(0, 97, (1, rows), generator=torch.Generator().manual_seed(rows))  # [1, rows]
+        assert_same_step(fused, plain, tokens, chain(rows, start))
+        start += rows

@@ -43,22 +43,27 @@ class LayerDims(ctypes.Structure):
 NO_LIMIT = 1 << 62
 
 
-def one_row_projection(linear) -> Projection | None:
-    """The gemv.c kernel `linear` runs for one row, as pointers; None when it runs another kernel.
+def projection_for(linear, rows: int) -> Projection | None:
+    """The gemv.c or dot_i8.c kernel `linear` runs for a step of `rows` rows, as pointers; None when it runs
+    another kernel for that many rows (a row split hands many rows to its other side).
 
     gemv.c's and dot_i8.c's linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`) say
     so by their `gemv_pointers`: (weight, scales or None, bias or None, in_features, out_features[, int8
     inputs: 1 for dot_i8.c]).
     """
     if isinstance(linear, RowSplitLinear):
-        return one_row_projection(linear.few) if linear.split_rows > 1 else None
+        return projection_for(linear.few if rows < linear.split_rows else linear.many, rows)
     pointers = getattr(linear, "gemv_pointers", None)
     return None if pointers is None else Projection(*pointers)
 
 
-def gemv_row_limit(linear) -> int:
-    """Steps of this many rows or more run another kernel than gemv.c's (a row split's GEMM side)."""
-    return linear.split_rows if isinstance(linear, RowSplitLinear) else NO_LIMIT
+def one_row_projection(linear) -> Projection | None:
+    """The kernel `linear` runs for one row, as pointers (None: not one of gemv.c's or dot_i8.c's)."""
+    return projection_for(linear, 1)
+
+
+def _split_rows(linear) -> set[int]:
+    return {linear.split_rows} if isinstance(linear, RowSplitLinear) else set()
 
 
 def _ptr(t: torch.Tensor | None):
@@ -68,11 +73,15 @@ def _ptr(t: torch.Tensor | None):
 class FusedDecode:
     """A native model's layers as decode_layer.c calls (see the module docstring); `make` says if it qualifies."""
 
-    def __init__(self, model, projections: list[tuple[Projection, ...]]) -> None:
+    def __init__(self, model) -> None:
         self._fn = library().ssdbench_decode_layer
         self.model = model
-        self.projections = projections  # kept alive: the C side reads them by pointer
-        self.row_limit = min(gemv_row_limit(f) for l in model.layers for f in (l.qkv, l.o, l.gate_up, l.down))
+        linears = [f for l in model.layers for f in (l.qkv, l.o, l.gate_up, l.down)]
+        # Row counts where some projection changes kernel: a regime per run of row counts between them.
+        self.splits = sorted(set().union(*map(_split_rows, linears)))
+        self._regimes: dict[int, list[tuple[Projection, ...]] | None] = {}  # kept alive: read by pointer
+        uncovered = [s for s in self.splits if self._projections(s) is None]
+        self.row_limit = min(uncovered, default=NO_LIMIT)  # steps of this many rows or more: the Python path
         self.norms = [(l.attn_norm.contiguous(), l.mlp_norm.contiguous(),
                        None if l.q_norm is None else l.q_norm.contiguous(),
                        None if l.k_norm is None else l.k_norm.contiguous()) for l in model.layers]
@@ -82,20 +91,25 @@ class FusedDecode:
         """The fused step for `model`, or None where it does not apply (device, dtype, kernels, build)."""
         if torch.device(model.device).type != "cpu" or model.dtype != torch.float32 or model.shape.head_dim > 1024:
             return None
-        projections = []
-        for layer in model.layers:
-            each = tuple(one_row_projection(f) for f in (layer.qkv, layer.o, layer.gate_up, layer.down))
-            if any(p is None for p in each):
-                return None
-            projections.append(each)
+        if any(one_row_projection(f) is None for l in model.layers for f in (l.qkv, l.o, l.gate_up, l.down)):
+            return None
         try:
-            return cls(model, projections)
+            return cls(model)
         except OSError:  # the library cannot be built here: the Python path serves
             return None
 
+    def _projections(self, rows: int) -> list[tuple[Projection, ...]] | None:
+        """Each layer's (qkv, o, gate_up, down) for a step of `rows` rows, or None where one is not ours."""
+        regime = sum(rows >= s for s in self.splits)
+        if regime not in self._regimes:
+            layers = [tuple(projection_for(f, rows) for f in (l.qkv, l.o, l.gate_up, l.down))
+                      for l in self.model.layers]
+            self._regimes[regime] = None if any(p is None for each in layers for p in each) else layers
+        return self._regimes[regime]
+
     def covers(self, rows: int) -> bool:
-        """Whether a step of `rows` token rows runs here: the probe gave that many rows to gemv.c."""
-        return rows < self.row_limit
+        """Whether a step of `rows` token rows runs here: the probe gave that many rows to gemv.c or dot_i8.c."""
+        return rows < self.row_limit and self._projections(rows) is not None
 
     def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
             mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -119,7 +133,7 @@ class FusedDecode:
                          span, s.rms_norm_eps, self.model.scale, torch.get_num_threads())
         mask_ptr = ctypes.c_void_p(_ptr(mask))
         for i, ((qkv, o, gate_up, down), (attn_norm, mlp_norm, q_norm, k_norm)) in enumerate(
-                zip(self.projections, self.norms)):
+                zip(self._projections(rows), self.norms)):
             status = self._fn(
                 ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(attn_norm.data_ptr()),
                 ctypes.c_void_p(mlp_norm.data_ptr()), ctypes.byref(qkv), ctypes.byref(o), ctypes.byref(gate_up),
