@@ -45,3 +45,17 @@ def ssd_local(draft, *, k: int, num_rows: int, fan_out: str = "3", fan_out_list=
     speculator = Speculator(draft, lookahead=k, fan_out=policy, backup=backup, saguaro_c=saguaro_c,
                             generator=generator or torch.Generator().manual_seed(123))
     return LocalSsdProposer(speculator, sampling_rows(num_rows, draft_temperature, top_p))
+
+
+def cut_trees_short(proposer, steps: int):
+    """Every tree the proposer's speculator builds stops after `steps` steps, as if the verifier's next
+    request had arrived then (the concurrent draft's `should_stop`), so hits come back shallower than K."""
+    speculator = proposer.speculator
+    build = speculator.build
+
+    def build_cut_short(should_stop=None):
+        checks = iter(range(1 << 30))  # the first check comes before the tree, then one after each step
+        return build(should_stop=lambda: next(checks) >= steps)
+
+    speculator.build = build_cut_short
+    return proposer

@@ -40,9 +40,19 @@ def test_prefill_logits_dominate_activations_for_a_long_prompt():
 def test_slots_match_what_the_batch_and_the_speculator_allocate():
     batch = new_batch([[1] * 37, [2] * 50], max_new_tokens=64, eos_ids=frozenset(), lookahead=5)
     assert mp.Lengths(2, 50, 64, 5).num_slots == batch.max_len
-    budget = 18
-    tree = mp.Lengths(2, 50, 64, 5, tree_tokens=budget * 5)
-    assert tree.num_slots == (batch.max_len + 5 + 2) + budget * 5  # Speculator.start_batch's max_len
+    import torch
+
+    from decode_helpers import sampling_rows
+    from ssdbench.speculation.fan_out import build_fan_out
+    from ssdbench.speculation.speculator import Speculator
+    from tiny_models import tiny_pair
+
+    fan_out = build_fan_out("3", k=5, fan_out_list=None, miss_list=None)  # a budget of 18 branches
+    _, draft = tiny_pair(vocab=48)
+    speculator = Speculator(draft, lookahead=5, fan_out=fan_out, backup="jit", generator=torch.Generator())
+    speculator.start_batch([[1] * 37, [2] * 50], sampling_rows(2, 0.0), max_len=batch.max_len)
+    tree = mp.Lengths(2, 50, 64, 5, tree_tokens=fan_out.budget * 5)
+    assert tree.num_slots == speculator.max_len == draft.cache.max_len
 
 
 def test_every_batch_of_a_run_allocates_the_planned_capacity():

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from biased_rules import argmax_matching, uniform_bonus
-from decode_helpers import decode, ssd_local
+from decode_helpers import cut_trees_short, decode, ssd_local
 from exactness import ALPHA, chi_square_pvalue, exact_sequence_distribution
 from test_sd_sampling import PROMPT, VOCAB, assert_every_path_ran, length_for
 from tiny_models import tiny_pair
@@ -36,7 +36,7 @@ def pair():
 
 
 def sample_ssd(target, draft, *, temperature, fan_out_list, miss_list=None, backup="jit", saguaro_c=1.0, draft_temperature=None,
-               row_temperatures=None, verify=None, batches=BATCHES):
+               row_temperatures=None, verify=None, batches=BATCHES, cut_after=None):
     counts: Counter = Counter()
     greedy_outputs, all_steps = [], []
     temps = row_temperatures or [temperature] * ROWS
@@ -45,6 +45,8 @@ def sample_ssd(target, draft, *, temperature, fan_out_list, miss_list=None, back
         generator = torch.Generator().manual_seed(7000 + b)
         proposer = ssd_local(draft, k=K, num_rows=ROWS, fan_out_list=fan_out_list, miss_list=miss_list, backup=backup,
                              saguaro_c=saguaro_c, draft_temperature=draft_temps, generator=torch.Generator().manual_seed(b))
+        if cut_after is not None:
+            cut_trees_short(proposer, cut_after)
         kwargs = {"verify": verify} if verify else {}
         batch, steps = decode(target, proposer, [PROMPT] * ROWS, max_new_tokens=LENGTH, k=K, temperature=temps,
                               generator=generator, **kwargs)
@@ -66,6 +68,7 @@ CASES = {
     "saguaro-c0.3": dict(fan_out_list="2,2,1,1", saguaro_c=0.3, temperature=1.0),
     "draft-temperature-0.5": dict(fan_out_list="2,2,1,1", draft_temperature=0.5, temperature=1.0),
     "greedy-draft": dict(fan_out_list="2,2,1,1", draft_temperature=0.0, temperature=0.8),
+    "hits-topped-up": dict(fan_out_list=HITS_ONLY, miss_list=HITS_ONLY, temperature=1.0, cut_after=1),
 }
 
 
@@ -75,8 +78,10 @@ def test_ssd_sampling_matches_target_distribution(pair, case):
     params = CASES[case]
     exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=params["temperature"])
     counts, _, steps = sample_ssd(target, draft, **params)
-    if case == "hits":
+    if case.startswith("hits"):
         assert _share(steps, True) == 1.0
+    if case == "hits-topped-up":  # every tree stopped after one step; every hit still proposed K
+        assert all(s.extras["cache_hit"] and s.proposed == K for s in steps if s.proposed)
     if case.startswith("misses"):
         assert _share(steps, False) > 0.5
     assert_every_path_ran(steps, K)

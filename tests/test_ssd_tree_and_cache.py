@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decode_helpers import decode, sampling_rows, ssd_local
+from decode_helpers import cut_trees_short, decode, sampling_rows, ssd_local
 from tiny_models import tiny_pair
 from ssdbench.speculation.fan_out import build_fan_out
 from ssdbench.speculation.speculator import Speculator
@@ -126,3 +126,22 @@ def test_q_rows_stay_on_the_drafts_device(device):
         for b, d in enumerate(answer.depth):  # each q-row a distribution that gave its token mass
             torch.testing.assert_close(answer.q[b, :d].sum(-1).cpu(), torch.ones(d))
             assert (answer.q[b, torch.arange(d), answer.tokens[b, :d].to(device)] > 0).all()
+
+
+@pytest.mark.parametrize("cut_after", [1, 2])
+def test_a_hit_cut_short_still_proposes_k_tokens_and_stays_exact(cut_after):
+    """The request arrived after `cut_after` of K tree steps: the hit branch grows to K before the answer,
+    greedy outputs stay ar's, and the draft's main line stays what a fresh prefill would give."""
+    target, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
+    ar, _ = decode(target, None, PROMPTS, max_new_tokens=24, k=0)
+    proposer = cut_trees_short(ssd_local(draft, k=3, num_rows=2, fan_out="2", backup="jit"), cut_after)
+    batch, steps = decode(target, proposer, PROMPTS, max_new_tokens=24, k=3)
+    assert [r.output_ids for r in batch.rows] == [r.output_ids for r in ar.rows]
+    hits = [(answer.depth[b], answer.hit[b]) for answer in proposer.history for b in range(2) if answer.hit[b]]
+    assert hits and all(depth == 3 for depth, _ in hits)
+    draft_k = draft.cache.k.clone()
+    for b, row in enumerate(proposer.speculator.rows):
+        valid = row.main_valid
+        assert valid >= len(row.history) - 4
+        k_ref, _ = fresh_prefill_kv(draft, row.history[:valid])
+        assert torch.allclose(draft_k[:, b, :, :valid], k_ref, atol=1e-5)

@@ -36,7 +36,7 @@ class Lengths:
     def num_slots(self) -> int:
         """Cache capacity a model of the batch allocates (as decoding.batch.new_batch and the speculator do)."""
         base = self.prompt_tokens + self.max_new_tokens + self.k + 2
-        return base + (self.k + 2 + self.tree_tokens if self.tree_tokens else 0)
+        return base + (self.k + 2 + self.tree_tokens + 1 if self.tree_tokens else 0)  # + the top-up's scratch slot
 
     @property
     def step_tokens(self) -> int:

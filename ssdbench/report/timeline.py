@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 TARGET_COLOURS = {"wait for proposal": "#b0b0b0", "verify": "#1f77b4", "accept + commit": "#9ecae1"}
-DRAFT_COLOURS = {"prefill": "#8c564b", "glue": "#ff7f0e", "tree": "#2ca02c", "backup": "#d62728", "answer": "#9467bd"}
+DRAFT_COLOURS = {"prefill": "#8c564b", "glue": "#ff7f0e", "tree": "#2ca02c", "backup": "#d62728", "answer": "#9467bd", "top_up": "#17becf"}
 
 
 def target_segments(rounds: pd.DataFrame) -> list[tuple[str, float, float]]:

@@ -36,7 +36,7 @@ STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
 IDLE_AFTER_S, IDLE_POLL_S = 1.0, 0.001  # longer than a round here; past it an answer is at most 1 ms late
 MAX_EVENTS = 8192  # the draft's timeline: the first rounds are what a picture shows
-EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer")
+EVENT_KINDS = ("prefill", "glue", "tree", "backup", "answer", "top_up")
 TOTAL_STORE_ORDER_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine(), lower-cased
 
 

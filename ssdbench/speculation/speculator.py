@@ -93,7 +93,8 @@ class Speculator:
         self.sampling = sampling.to(self.draft.device)
         self.need_q = not sampling.all_greedy
         self.tree_base = max_len + self.k + 2
-        self.max_len = self.tree_base + self.fan_out.budget * self.k
+        self.max_len = self.tree_base + self.fan_out.budget * self.k + 1
+        self.scratch_slot = self.max_len - 1  # where rows idle in a top-up step write (seen by nothing else)
         self.draft.allocate(len(prompts), self.max_len)
         self.cache = SpeculationCache(len(prompts))
         self.widths = [0] * len(prompts)
@@ -119,7 +120,7 @@ class Speculator:
         q = torch.zeros(len(self.rows), self.k, self.draft.vocab_size,
                         device=self.draft.device) if self.need_q else None  # [B, K, V]
         depth, hit, backup = [0] * len(self.rows), [False] * len(self.rows), [None] * len(self.rows)
-        missing = []
+        missing, hits = [], {}
         self._plans = [None] * len(self.rows)
         for b, (active, k, t) in enumerate(outcomes):
             self._commit(b, active, k, t)
@@ -129,9 +130,12 @@ class Speculator:
             if found is None:
                 missing.append(b)
                 continue
+            hits[b] = found
+        topped = self._top_up(hits)
+        for b, (found, extra_logits) in topped.items():
             self._place(b, found.tokens, found.q, tokens, q, depth)
             hit[b] = True
-            self._plans[b] = self._hit_plan(b, found)
+            self._plans[b] = self._hit_plan(b, found, extra_logits)
         start, start_ns = time.perf_counter(), time.time_ns()
         kind = self._choose_backup(len(missing), outcomes)
         if missing:
@@ -179,12 +183,57 @@ class Speculator:
         others = self.costs.tokens_by_kind.get("hit", 2.0) * (sum(1 for o in outcomes if o[0]) - num_missing)
         return "jit" if self.costs.prefer_jit(num_missing, others) else "fast"
 
-    def _hit_plan(self, b: int, found: CachedProposal) -> GluePlan:
-        """Reuse the branch's K/V (tree slots) and its step distributions for this row's glue."""
+    def _hit_plan(self, b: int, found: CachedProposal, extra_logits: list[torch.Tensor]) -> GluePlan:
+        """Reuse the branch's K/V (tree slots) and its step distributions for this row's glue.
+        extra_logits: the distributions of the steps `_top_up` added after the tree's, [V] each."""
         d, n = found.depth, found.branch
-        known = torch.stack([self._tree_logits[j][b, n] for j in range(d)])  # [d, V]
+        grown = d - len(extra_logits)
+        known = torch.stack([self._tree_logits[j][b, n] for j in range(grown)] + extra_logits)  # [d, V]
         slots = [self.tree_base + n * self.k + j for j in range(d)]
         return reuse_plan(self.rows[b].history, found.tokens, known, tree_slots=slots)
+
+    def _top_up(self, hits: dict[int, CachedProposal]) -> dict[int, tuple[CachedProposal, list[torch.Tensor]]]:
+        """Hits whose branch the tree left shallower than K (it was cut short when the request came) grow
+        to K tokens before the answer: each further step continues the branch in its own tree slots, as
+        the tree would have, one row per hit in one forward. A hit then proposes the full K, for a few
+        one-row steps: fewer than a miss's backup costs. Per row: (the proposal, the added steps' logits)."""
+        short = {b: found for b, found in hits.items() if found.depth < self.k}
+        out = {b: (found, []) for b, found in hits.items()}
+        if not short:
+            return out
+        start_ns = time.time_ns()
+        layout, dev, rows = self._layout, self.draft.device, len(self.rows)
+        tokens = {b: list(found.tokens) for b, found in short.items()}
+        qs = {b: [] for b in short}
+        for step in range(min(found.depth for found in short.values()), self.k):
+            growing = [b for b in short if len(tokens[b]) == step]  # rows whose branch reached this step
+            current = torch.zeros(rows, 1, dtype=torch.int64)  # [B, 1]
+            positions = torch.zeros(rows, 1, dtype=torch.int64)  # [B, 1]
+            slots = torch.full((rows, 1), self.scratch_slot, dtype=torch.int64)  # [B, 1]: idle rows write here
+            mask = torch.zeros(rows, 1, self.max_len, dtype=torch.bool)  # [B, 1, S]
+            mask[:, 0, self.scratch_slot] = True
+            for b in growing:
+                n = short[b].branch
+                current[b, 0] = tokens[b][-1]
+                positions[b, 0] = layout.positions[b, n] + step
+                slots[b, 0] = layout.slots(step)[b, n]
+                mask[b, 0] = layout.mask(step, self.max_len)[b, n]
+            logits = self.draft.forward(current.to(dev), positions.to(dev), slots=slots.to(dev),
+                                        attn_mask=mask.to(dev))[:, 0]  # [B, V]
+            fan = torch.full((rows,), self.fan_out.after_hit[step])  # [B]: as the tree would have drawn
+            x, qx = draw(logits, self.sampling, fan, saguaro_c=self.saguaro_c, generator=self.generator,
+                         need_q=self.need_q)
+            drawn = x.cpu()
+            for b in growing:
+                tokens[b].append(int(drawn[b]))
+                out[b][1].append(logits[b])
+                if qx is not None:
+                    qs[b].append(qx[b])
+        for b, found in short.items():
+            q = None if found.q is None else torch.cat([found.q, torch.stack(qs[b])])  # [K, V]
+            out[b] = (CachedProposal(tokens[b], q, found.branch), out[b][1])
+        self.on_event("top_up", start_ns, time.time_ns())
+        return out
 
     def _fast(self, missing: list[int]) -> list[tuple[list[int], None, None]]:
         vocab = self.draft.vocab_size
@@ -266,6 +315,7 @@ class Speculator:
         dev = self.draft.device
         layout = layout_tree(branches, [row.pending_position for row in self.rows], tree_base=self.tree_base, depth=self.k)
         num_rows, width = layout.positions.shape
+        self._layout = layout  # a hit cut short grows on from here (_top_up)
         stats.width = width
         current = torch.zeros(num_rows, width, dtype=torch.int64)  # [B, N]
         for b, row in enumerate(branches):
