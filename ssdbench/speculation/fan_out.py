@@ -1,8 +1,9 @@
 """How many candidate bonus tokens (branches) to fork per accepted count k = 0..K.
 
-A policy maps (K, whether the row missed last round) to a list F_0..F_K. `auto` sizing
-(fitting the tree inside one verify) is done by the speculator on top of any policy, by
-keeping only the likeliest branches.
+A policy maps (K, whether the row missed last round) to a list F_0..F_K. `auto` fixes no list:
+the speculator keeps as many branches as its measured costs fit inside one verify (at most
+the budget of uniform 3), and the fork gives them to the likeliest (accepted count, bonus)
+outcomes under the acceptance measured in the run's own rounds (forking.py).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def build_fan_out(spec: str, *, k: int, fan_out_list: str | None, miss_list: str
         after_hit, description = tuple(geometric[0]), geometric[1]
     elif auto:
         after_hit = uniform(3, k)
-        description = "auto (uniform 3, trimmed to fit one verify)"
+        description = "auto (the likeliest outcomes under the measured acceptance, as many as fit one verify)"
     else:
         try:
             f = int(spec)

@@ -43,7 +43,10 @@ def fork_branches(rows, glue: list[torch.Tensor | None], fan_out: FanOut, sampli
         if glue[b] is None:
             forks.append([])
             continue
-        fan = fan_out.for_row(missed=row.missed, depth=len(row.returned))
+        depth = len(row.returned)
+        # auto: any outcome may take up to the whole cap; the scores (outcome probability under the measured
+        # acceptance x the candidate's probability) decide, so the branches follow the acceptance seen.
+        fan = [cap] * (depth + 1) if fan_out.auto else fan_out.for_row(missed=row.missed, depth=depth)
         branches = fork_row(glue[b], row.returned, fan, temperatures[b], acceptance)
         forks.append(sorted(branches, key=lambda br: -br.score)[:cap])
     return forks

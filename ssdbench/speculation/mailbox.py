@@ -30,7 +30,8 @@ from ssdbench.errors import UsageError
 from ssdbench.profiling.devices import same_device
 
 # ctrl slots
-REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT, FORK_SEQ = range(9)
+REQ_SEQ, RESP_SEQ, REQ_KIND, NUM_ROWS, STATUS, MAX_LEN, HAS_Q, EVENT_COUNT, FORK_SEQ, REQ_NS = range(10)
+CTRL_SLOTS = 10
 KIND_BATCH, KIND_ROUND, KIND_STOP, KIND_PING = 1, 2, 3, 4  # PING: write a payload row back (round-trip probe)
 STATUS_STARTING, STATUS_ERROR, STATUS_OK = 0, 1, 2
 ERROR_BYTES = 2048
@@ -50,7 +51,7 @@ def check_store_order() -> None:
 
 @dataclass
 class Mailbox:
-    ctrl: torch.Tensor  # [9] int64
+    ctrl: torch.Tensor  # [CTRL_SLOTS] int64
     prompts: torch.Tensor  # [B, L] int64
     prompt_lens: torch.Tensor  # [B] int64
     temperature: torch.Tensor  # [B] float32, the draft's sampling settings per row
@@ -70,7 +71,7 @@ class Mailbox:
         """fork_width: branches per row the fork may post (0: the draft does not post its fork)."""
         q_shape = (num_rows, lookahead, vocab_size) if with_q else (1, 1, 1)
         box = cls(
-            ctrl=torch.zeros(9, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
+            ctrl=torch.zeros(CTRL_SLOTS, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
             prompt_lens=torch.zeros(num_rows, dtype=torch.int64), temperature=torch.zeros(num_rows),
             top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
             tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64, device=payload_device),
@@ -114,11 +115,18 @@ class Mailbox:
                 time.sleep(IDLE_POLL_S if now - start > IDLE_AFTER_S else 0)  # 0: let the OS run anything else pinned here
         return True
 
+    def request_ns(self) -> int:
+        """When the latest request was posted (time.monotonic_ns, the verifier's clock and this one's)."""
+        return int(self.ctrl[REQ_NS])
+
     def has_request(self, answered: int) -> bool:
         return int(self.ctrl[REQ_SEQ]) > answered
 
     def post_request(self, kind: int) -> int:
+        """Announce a request; its time (CLOCK_MONOTONIC, one clock for every process of the host) goes with it,
+        so the draft measures the verifier's round from when it was asked, not from when it looked."""
         self.ctrl[REQ_KIND] = kind
+        self.ctrl[REQ_NS] = time.monotonic_ns()
         seq = int(self.ctrl[REQ_SEQ]) + 1
         self.ctrl[REQ_SEQ] = seq
         return seq

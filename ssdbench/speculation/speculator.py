@@ -295,7 +295,7 @@ class Speculator:
             self.on_fork(branches)
 
     def _acceptance(self) -> float:
-        return 0.6 if self._trials < 8 else min(max(self._accepted / self._trials, 0.05), 0.95)
+        return 0.6 if self._trials < 8 else min(max(self._accepted / self._trials, 0.05), 0.99)
 
     def _glue(self) -> list[torch.Tensor | None]:
         """Main-line K/V for [t, returned...] and the fork distributions, per active row (glue.py)."""
