@@ -54,9 +54,12 @@ class CostModel:
         self.tokens_by_kind[kind] = _ema(self.tokens_by_kind.get(kind), float(tokens))
 
     def branches_that_fit(self, depth: int, cap: int, *, headroom: float = 0.9) -> int:
-        """Largest width whose glue + `depth` tree steps fit inside one verify round (at least 1)."""
+        """Largest width whose glue + `depth` tree steps fit inside one verify round (at least 1).
+
+        One branch until the round, the glue and a tree step have been timed: a first tree as wide as the
+        budget outran the verify, and the mode chooser's first probe judged the tree by it."""
         if self.round_ms is None or self.step_base_ms is None or self.glue_ms is None:
-            return cap
+            return min(cap, 1)
         budget = headroom * self.round_ms - self.glue_ms
         per_step = budget / max(depth, 1) - self.step_base_ms
         if self.step_per_branch_ms <= 0:
