@@ -27,7 +27,7 @@ def test_one_branch_until_the_costs_are_measured():
 def test_the_width_is_what_fits_inside_one_verify():
     # a step costs 8 ms + 2 ms per branch; a verify 100 ms, glue 10: (0.9 * 100 - 10) / 4 = 20 ms per step
     costs = measured(100.0, 10.0, [(1, 10.0), (3, 14.0), (5, 18.0)])
-    assert costs.branches_that_fit(4, 15) == 6
+    assert [costs.branches_that_fit(4, 15) for _ in range(7)] == [2, 3, 4, 5, 6, 6, 6]  # one more a round
     assert measured(40.0, 10.0, [(1, 10.0), (3, 14.0)]).branches_that_fit(4, 15) == 1  # nothing fits: one
     assert costs.branches_that_fit(4, 3) == 3  # never past the budget
 
@@ -52,3 +52,10 @@ def test_auto_gives_the_branches_to_the_likeliest_outcomes():
     assert [(b.accepted, b.bonus) for b in high] == [(4, 0), (4, 1), (4, 2), (4, 3)]
     low = fork_branches([row], [glue], auto, greedy, 0.2, cap=1)[0]
     assert [(b.accepted, b.bonus) for b in low] == [(0, 10)]
+
+
+def test_one_slow_round_does_not_size_the_tree():
+    costs = measured(100.0, 10.0, [(1, 10.0), (3, 14.0)])
+    for ms in (100.0, 100.0, 900.0, 100.0):  # a warm-up's first verify, say
+        costs.note_round(ms)
+    assert costs.round_ms == 100.0

@@ -6,9 +6,11 @@ the choices follow the hardware actually in use (docs/DESIGN.md §5.5 and §5.6)
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 SMOOTHING = 0.3  # weight of the newest measurement
+ROUND_WINDOW = 9  # verifier rounds the round time is the median of
 
 
 def _ema(old: float | None, new: float) -> float:
@@ -23,10 +25,15 @@ class CostModel:
     step_base_ms: float | None = None  # tree step cost = base + per_branch * width
     step_per_branch_ms: float = 0.0
     _widths: list[tuple[int, float]] = field(default_factory=list)
+    _rounds: list[float] = field(default_factory=list)
+    _last_width: int = 1
     tokens_by_kind: dict[str, float] = field(default_factory=dict)  # mean tokens per round after hit/jit/fast
 
     def note_round(self, ms: float) -> None:
-        self.round_ms = _ema(self.round_ms, ms)
+        """The verifier's round: the median of the last few, so one slow round (a warm-up's first verify)
+        does not size the next trees."""
+        self._rounds = (self._rounds + [ms])[-ROUND_WINDOW:]
+        self.round_ms = statistics.median(self._rounds)
 
     def note_glue(self, ms: float) -> None:
         self.glue_ms = _ema(self.glue_ms, ms)
@@ -63,8 +70,12 @@ class CostModel:
         budget = headroom * self.round_ms - self.glue_ms
         per_step = budget / max(depth, 1) - self.step_base_ms
         if self.step_per_branch_ms <= 0:
-            return cap if per_step > 0 else 1
-        return int(min(cap, max(1, per_step // self.step_per_branch_ms)))
+            fits = cap if per_step > 0 else 1
+        else:
+            fits = int(min(cap, max(1, per_step // self.step_per_branch_ms)))
+        # Grow one branch a round, shrink at once: a width is tried (and its step timed) before a wider one.
+        self._last_width = min(fits, self._last_width + 1)
+        return self._last_width
 
     def prefer_jit(self, num_missing: int, expected_tokens_others: float) -> bool:
         """Jit if its extra tokens pay for the verifier's wait: compare throughput with and without it."""
