@@ -35,9 +35,9 @@ TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 # prefill: a row-streaming kernel that wins at one row can be several times slower on a
 # prompt (int8 gemv made the draft's prefill of 140 tokens take ~1 s), so prefills must
 # go to whichever kernel wins with many rows.
-PROBE_ROWS = (1, 2, 4, 8, 32)
+PROBE_ROWS = (1, 2, 4, 8, 32, 128)
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_VERSION = "probe3"  # in the cache key: choices an earlier probe made are not reused
+PROBE_VERSION = "probe4"  # in the cache key: choices an earlier probe made are not reused
 PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
 

@@ -129,16 +129,40 @@ class Int8PackLinear:
         return self.w_int8.numel() + 2 * self.scales.numel() + (0 if self.bias is None else 2 * self.bias.numel())
 
 
-class Int8DequantLinear(Int8PackLinear):
-    """Fallback with the same quantised values: dequantise to x's dtype, then a dense matmul."""
+WIDENED_BLOCK_BYTES = 256 * 1024  # a block of widened weight rows that stays in a core's L2 while every row uses it
+
+
+class Int8DequantLinear:
+    """The same quantised values through a dense GEMM, one block of output channels at a time: each
+    block is widened to x's dtype once for all of x's rows, while it is still in cache, then
+    multiplied. The GEMM-shaped path for a prefill's many rows (where a row-streaming int8 kernel
+    pays its per-weight instructions once per row), and the fallback where nothing else runs.
+    Scales stay float32: the widened weights equal int8_gemv's."""
 
     name = INT8_DEQUANT
     in_multiple = 1  # a plain dense matmul: any width
 
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
+        q, scales = quantized or quantize_int8(weight)
+        self.w_int8 = q.to(device)  # [out, in]
+        self.scales = scales.to(device=device, dtype=torch.float32)  # [out]
+        self.bias = None if bias is None else bias.to(device=device, dtype=torch.float32)  # [out]
+        out_features, in_features = self.w_int8.shape
+        self.block = max(16, WIDENED_BLOCK_BYTES // (4 * in_features))  # output channels per widened block
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        w = self.w_int8.to(x.dtype) * self.scales.to(x.dtype)[:, None]  # [out, in]
-        y = torch.nn.functional.linear(x, w)  # [..., out]
-        return y if self.bias is None else y + self.bias.to(x.dtype)
+        x2 = x.reshape(-1, x.shape[-1])  # [M, in]
+        y = torch.empty(x2.shape[0], self.w_int8.shape[0], dtype=x.dtype, device=x.device)  # [M, out]
+        for lo in range(0, self.w_int8.shape[0], self.block):
+            hi = lo + self.block
+            w = self.w_int8[lo:hi].to(x.dtype).mul_(self.scales[lo:hi, None].to(x.dtype))  # [block, in]
+            y[:, lo:hi] = x2 @ w.t()  # [M, block]
+        if self.bias is not None:
+            y += self.bias.to(x.dtype)
+        return y.view(*x.shape[:-1], -1)
+
+    def nbytes(self) -> int:
+        return self.w_int8.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())
 
 
 class Int8GemvLinear:
