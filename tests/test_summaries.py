@@ -8,7 +8,7 @@ import pandas as pd
 
 from ssdbench.report.bandwidth_use import target_mbu
 from ssdbench.report.pareto import mark_pareto, throughput_latency
-from ssdbench.report.ssd_summary import ssd_overview
+from ssdbench.report.ssd_summary import chain_against_verify, chain_lines, ssd_overview
 
 
 def _requests(method: str, engine: str, rounds: list[int], decode_ms: list[float], new_tokens: list[int],
@@ -43,6 +43,42 @@ def test_ssd_overview_counts_hits_waits_and_overlap():
     assert math.isclose(row["wait_share"], 40 / 300)  # rounds counted once, not once per row
     assert math.isclose(row["overlap_share"], (100 - 40) / 100)
     assert row["backups"] == "jit 1"
+
+
+def _ssd_rounds(verify_ms: list[float], fan_out: list[int]) -> pd.DataFrame:
+    n = len(verify_ms)
+    return pd.DataFrame({"method": ["ssd"] * n, "engine": ["native"] * n, "repeat": [0] * n, "t_start_ns": range(n),
+                         "verify_ms": verify_ms, "fan_out_total": fan_out})
+
+
+def _draft_events(glue_ms: float, tree_ms: list[float]) -> pd.DataFrame:
+    kinds, spans, t = [], [], 0
+    for kind, ms in [("glue", glue_ms), *(("tree", ms) for ms in tree_ms), ("answer", 1.0)]:
+        kinds.append(kind)
+        spans.append((t, t + int(ms * 1e6)))
+        t += int(ms * 1e6) + 1000
+    return pd.DataFrame({"method": "ssd", "role": "draft", "kind": kinds, "t_start_ns": [a for a, _ in spans],
+                         "t_end_ns": [b for _, b in spans]})
+
+
+def test_a_chain_longer_than_the_verify_is_said_in_one_line_with_both_times():
+    events = _draft_events(10.0, [15.0] * 4)  # glue 10 + 4 steps of 15 = 70 ms
+    slow = chain_against_verify(_ssd_rounds([50.0] * 3, [3] * 3), events, k=4)
+    assert math.isclose(slow["chain_ms"], 70.0) and not slow["fits"]
+    (line,) = chain_lines(slow)
+    assert "70.0 ms" in line and "50.0 ms" in line and "does not finish within a verify" in line
+    fast = chain_against_verify(_ssd_rounds([80.0] * 3, [3] * 3), events, k=4)
+    assert fast["fits"] and chain_lines(fast) == []
+    assert chain_against_verify(_ssd_rounds([80.0], [3]), events.iloc[:0], k=4) is None  # no timeline: no verdict
+
+
+def test_the_verify_slowdown_beside_a_tree_is_measured_against_rounds_without_one():
+    rounds = _ssd_rounds([60.0] * 5 + [40.0] * 5, [3] * 5 + [0] * 5)
+    check = chain_against_verify(rounds, _draft_events(5.0, [5.0] * 4), k=4)
+    assert math.isclose(check["verify_slowdown"], 1.5)
+    assert any("1.50x" in line and "60.0 ms" in line and "40.0 ms" in line for line in chain_lines(check))
+    few = chain_against_verify(rounds.iloc[:7], _draft_events(5.0, [5.0] * 4), k=4)  # 2 sync rounds: no comparison
+    assert "verify_slowdown" not in few
 
 
 def test_pareto_frontier_per_method():

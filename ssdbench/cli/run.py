@@ -69,7 +69,7 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     from ssdbench.report.render import exactness_line, print_summary
     from ssdbench.metrics.summary import summarize
 
-    from ssdbench.report.ssd_summary import ssd_overview
+    from ssdbench.report.ssd_summary import chain_against_verify, chain_lines, ssd_overview
 
     from ssdbench.records.reader import read_manifest
     from ssdbench.metrics.energy import joules_per_token
@@ -85,13 +85,15 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     if energy:  # GPUs were sampled: joules per generated token, every sampled GPU together
         summary["joules_per_token"] = summary["label"].map(energy).astype(float)
     ssd = ssd_overview(steps) if plan.ssd is not None else None
+    chain = (chain_against_verify(steps, pd.DataFrame(recorder.events), plan.decode.k)
+             if plan.ssd is not None else None)
     greedy = plan.decode.greedy
     if plan.decode.synthetic is not None:  # always, whatever the models and the format (stderr with json)
         _print_synthetic(plan, console)
     if format == "json":
         payload = {"run_dir": str(path), "acceptance": plan.decode.acceptance,
                    "summary": summary.to_dict(orient="records"),
-                   "ssd": [] if ssd is None else ssd.to_dict(orient="records"),
+                   "ssd": [] if ssd is None else ssd.to_dict(orient="records"), "ssd_chain": chain,
                    "exactness": exactness_line(summary, greedy=greedy, divergences=manifest.get("greedy_divergences")),
                    "greedy_divergences": manifest.get("greedy_divergences"), "prediction": _model_check_rows(path)}
         typer.echo(strict_json.dumps(payload, default=float))
@@ -101,6 +103,8 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
              f"batch {plan.decode.batch_size}")
     print_summary(summary, title=title, greedy=greedy, console=console, ssd=ssd,
                   divergences=manifest.get("greedy_divergences"))
+    for line in chain_lines(chain):
+        console.print(line)
     if manifest.get("memory_read_bandwidth_gbs"):
         spread = manifest.get("memory_read_bandwidth") or {}
         band = f", passes p10-p90 {spread['p10_gbs']:.1f}-{spread['p90_gbs']:.1f}" if "p10_gbs" in spread else ""
