@@ -20,6 +20,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import torch
@@ -94,6 +95,13 @@ def gemv_i8_function():
 def dot_i8_function():
     """ssdbench_dot_i8(x, w_int8, scales, b, y, rows, in, out, threads): float32 x, scales, b and y; 0 or -1."""
     return library().ssdbench_dot_i8
+
+
+def library_failed(trials: Iterable, kernels: Collection[str]) -> bool:
+    """Whether one of `kernels` (those in this library) failed among `trials` because the library could
+    not be built or loaded in this process. A choice made without it is not cached: a build that timed
+    out on a loaded machine, or a compiler installed later, must not decide this machine's kernels for good."""
+    return any(not t.works and t.kernel in kernels for t in trials) and _load()[1] is not None
 
 
 def library() -> ctypes.CDLL:

@@ -24,10 +24,11 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
-from ssdbench.kernels.gemv import GemvLinear, gemv_unavailable_reason
+from ssdbench.kernels.gemv import GemvLinear, gemv_unavailable_reason, library_failed
 
 LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")
 DENSE_CANDIDATES = ("onednn", "gemv", "matmul")  # probe order: a near-tie goes to the earlier one
+LIBRARY_KERNELS = ("gemv",)  # built from our C sources on first use: a failed build is not a lasting choice
 ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
 
 
@@ -114,7 +115,10 @@ def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequ
     if kernel != "auto":
         cache_path = None  # a named kernel is not a probed choice
     key = probe.cache_key(device, dtype, shapes, candidates) + f"|split={allow_split}" if cache_path else ""
-    if cache_path is not None and (cached := probe.read_cached(cache_path, key)) is not None:
+    def usable(name: str) -> bool:
+        return name in candidates and _unavailable_reason(name, device, dtype) is None
+
+    if cache_path is not None and (cached := probe.read_cached(cache_path, key, usable=usable)) is not None:
         return cached
     trials = [_check(name, device, dtype) for name in candidates]
     if kernel != "auto" and not trials[0].works:
@@ -124,7 +128,7 @@ def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequ
                                    dtype=dtype)
     if not allow_split and choice.few != choice.many:
         choice = probe.DenseChoice(choice.many, choice.many, choice.split_rows, choice.trials)
-    if cache_path is not None:
+    if cache_path is not None and not library_failed(trials, LIBRARY_KERNELS):
         probe.write_cached(cache_path, key, choice)
     return choice
 
@@ -143,7 +147,11 @@ def _factory(name: str, device, dtype: torch.dtype):
 
 
 def _check(name: str, device, dtype: torch.dtype) -> probe.KernelTrial:
-    unavailable = {"onednn": onednn_unavailable_reason, "gemv": gemv_unavailable_reason}.get(name)
-    if unavailable is not None and (reason := unavailable(device, dtype)) is not None:
+    if (reason := _unavailable_reason(name, device, dtype)) is not None:
         return probe.KernelTrial(name, works=False, reason=reason)
     return probe.check_kernel(name, _factory(name, device, dtype), device=device, dtype=dtype)
+
+
+def _unavailable_reason(name: str, device, dtype: torch.dtype) -> str | None:
+    unavailable = {"onednn": onednn_unavailable_reason, "gemv": gemv_unavailable_reason}.get(name)
+    return None if unavailable is None else unavailable(device, dtype)

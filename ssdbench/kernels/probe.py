@@ -187,14 +187,21 @@ def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], can
     return f"{PROBE_VERSION}|{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
 
 
-def read_cached(path: Path, key: str) -> DenseChoice | None:
+def read_cached(path: Path, key: str, *, usable: Callable[[str], bool] = lambda kernel: True) -> DenseChoice | None:
+    """The cached choice for `key`, or None (probe again) when there is none, it is damaged, or it names
+    a kernel that is not `usable` here now: a name no candidate has (a hand-edited or foreign cache), or
+    one whose library can no longer be built or loaded. A new probe's choice then replaces the entry."""
     try:
         entry = read_entries(path)[key]
         trials = tuple(KernelTrial(t["kernel"], t["works"], t["reason"], tuple(map(tuple, t["ms_by_rows"])))
                        for t in entry["trials"])
-        return DenseChoice(entry["few_rows"], entry["many_rows"], int(entry["split_rows"]), trials)
+        choice = DenseChoice(entry["few_rows"], entry["many_rows"], int(entry["split_rows"]), trials)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if not (isinstance(choice.few, str) and isinstance(choice.many, str) and usable(choice.few)
+            and usable(choice.many)):
+        return None
+    return choice
 
 
 def write_cached(path: Path, key: str, choice: DenseChoice) -> None:

@@ -81,17 +81,29 @@ def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path
     final = ssdbench_cache_dir(cache_dir) / "models" / f"{name}-{sha256[:12]}"
     if read_conversion_record(final) is not None:
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(final.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(final.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    except OSError as err:
+        raise unwritable_cache_error(final.parent, err) from None
     try:
         _convert_checked(gguf, tmp)
         _write_record(tmp, gguf, sha256)
         _make_readable(tmp)
         _publish(tmp, final)
+    except OSError as err:
+        raise unwritable_cache_error(final.parent, err) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def unwritable_cache_error(folder: Path, err: OSError) -> UsageError:
+    """One line naming the cache folder that could not be written, and how to pick another."""
+    why = err.strerror or str(err)
+    return UsageError(f"cannot write ssdbench's cache folder {folder} ({why}): a converted model must be "
+                      "stored there; set XDG_CACHE_HOME or SSDBENCH_CACHE_DIR to a writable folder")
 
 
 def _convert_checked(gguf: Path, folder: Path) -> None:

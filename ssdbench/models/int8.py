@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ssdbench.kernels import probe
-from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason
+from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed
 from ssdbench.kernels.linear import RowSplitLinear
 
 INT8_GEMV = "int8_gemv"
@@ -83,13 +83,16 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     """
     candidates = [k for k in INT8_CANDIDATES if k not in disabled]
     key = probe.cache_key(device, dtype, shapes, ["int8", *candidates]) if cache_path else ""
-    if cache_path is not None and (cached := probe.read_cached(cache_path, key)) is not None:
+    def usable(name: str) -> bool:
+        return name in candidates and _int8_unavailable_reason(name, device, shapes) is None
+
+    if cache_path is not None and (cached := probe.read_cached(cache_path, key, usable=usable)) is not None:
         return cached
     trials = [_check(name, device, dtype, shapes) for name in candidates]
     if not any(t.works for t in trials):  # the fallback works everywhere; only forcing it off gets here
         return probe.DenseChoice(INT8_DEQUANT, INT8_DEQUANT, 1, tuple(trials))
     choice = probe.time_and_choose(trials, lambda name: _factory(name, device), shapes, device=device, dtype=dtype)
-    if cache_path is not None:
+    if cache_path is not None and not library_failed(trials, (INT8_GEMV, INT8_DOT)):
         probe.write_cached(cache_path, key, choice)
     return choice
 
