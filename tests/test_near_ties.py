@@ -129,7 +129,8 @@ def bf16_departures(device: str, verify=None) -> tuple[list, int]:
     found = []
     for prompt, a, b in zip(prompts, ar.rows, sd.rows):
         row = {"prompt_token_ids": prompt, "output_token_ids": b.output_ids, "prompt_id": str(prompt[:2]), "repeat": 0}
-        if (d := classify("sd", row, a.output_ids, lambda ids: next_token_logits(target, ids), torch.bfloat16)):
+        if (d := classify("sd", row, a.output_ids, lambda ids: next_token_logits(target, ids), torch.bfloat16,
+                          layers=config.num_hidden_layers)):
             found.append(d)
     return found, len(prompts)
 
@@ -150,3 +151,75 @@ def test_bf16_sd_departs_from_ar_only_at_near_ties(device, capsys):
     assert all(d.near_tie for d in departures), departures
     biased, _ = bf16_departures(device, verify=uniform_bonus)
     assert any(not d.near_tie for d in biased), biased
+
+
+SHIPPED_PROMPTS = ('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
+                   "import numpy as np\n\ndef mean(xs):\n")
+SHIPPED_STEPS = 16
+RUNNERS_UP = 4  # margins between the top token and each of the next 4: the flips that can happen
+RANK_OF_A_REAL_DEPARTURE = 10  # a token the target ranks 10th is far from a near-tie
+
+
+@pytest.fixture(scope="module")
+def shipped_twins():
+    """The shipped SmolLM2-135M (30 layers) twice on the same fp32 weights, summing in two orders: fused
+    one-row steps on gemv.c (ar's path) and the Python path on MKL's sgemm (a verify's), a greedy prefix."""
+    from ssdbench.kernels.gemv import gemv_unavailable_reason
+    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.source import resolve_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (reason := gemv_unavailable_reason("cpu", torch.float32)) is not None:
+        pytest.skip(f"gemv.c cannot be built here: {reason}")
+    folder = str(resolve_model("default").path)
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    fused = build_native_model(hf.config, hf.state_dict(), linear_kernel="gemv")
+    plain = build_native_model(hf.config, hf.state_dict(), linear_kernel="matmul")
+    plain.fused_decode = False
+    assert fused.kernel_names().get("decode_step") == "fused" and "decode_step" not in plain.kernel_names()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompts = [tokenizer(text).input_ids for text in SHIPPED_PROMPTS]
+    return fused, plain, prompts, hf.config.num_hidden_layers
+
+
+def fused_steps(model, prompt: list[int], steps: int) -> tuple[list[int], list[torch.Tensor]]:
+    """Greedy one-token steps after a prefill: the tokens chosen and each step's logits [V]."""
+    model.allocate(1, len(prompt) + steps + 1)
+    logits = model.forward(torch.tensor([prompt]), torch.arange(len(prompt)).unsqueeze(0))[0, -1]  # [V]
+    chosen, seen = [], [logits]
+    for _ in range(steps):
+        chosen.append(int(logits.argmax()))
+        position = torch.tensor([[len(prompt) + len(chosen) - 1]])
+        logits = model.forward(torch.tensor([[chosen[-1]]]), position)[0, -1]  # [V]
+        seen.append(logits)
+    return chosen, seen[:-1]
+
+
+def test_on_the_shipped_30_layer_model_summation_order_alone_departs_only_at_a_near_tie(shipped_twins, capsys):
+    """Where the two paths' margin between two tokens differs by `shift`, summation order alone can flip
+    the choice only where that margin is within `shift`; so every `shift` must be within the tolerance for
+    a depth of 30 layers. A departure to a token the target ranks 10th is classed as real."""
+    fused, plain, prompts, layers = shipped_twins
+    worst = 0.0
+    for prompt in prompts:
+        chosen, fused_logits = fused_steps(fused, prompt, SHIPPED_STEPS)
+        for at, x in enumerate(fused_logits):
+            y = next_token_logits(plain, prompt + chosen[:at])  # [V]: the Python path, as the run's check reads it
+            top, *runners_up = (int(i) for i in y.topk(1 + RUNNERS_UP).indices)
+            for other in runners_up:
+                shift = abs(float((x[top] - x[other]) - (y[top] - y[other])))
+                tolerance = tie_tolerance(torch.float32, float(y[top]), float(y[other]), layers=layers)
+                worst = max(worst, shift / tolerance)
+                assert shift <= tolerance, (at, shift, tolerance)
+    with capsys.disabled():
+        print(f"\n[shipped model, {layers} layers] fused gemv against sgemm: the largest margin shift is "
+              f"{worst:.2f} of the tolerance ({worst * layers ** 0.5:.2f} of one layer's)")
+
+    prompt = prompts[0]
+    chosen, _ = fused_steps(fused, prompt, SHIPPED_STEPS)
+    at = SHIPPED_STEPS // 2
+    ranked = next_token_logits(plain, prompt + chosen[:at]).argsort(descending=True)
+    departed = chosen[:at] + [int(ranked[RANK_OF_A_REAL_DEPARTURE - 1])]
+    row = {"prompt_token_ids": prompt, "output_token_ids": departed, "prompt_id": "p", "repeat": 0}
+    found = classify("sd", row, chosen, lambda ids: next_token_logits(plain, ids), torch.float32, layers=layers)
+    assert found is not None and found.position == at and not found.near_tie, found

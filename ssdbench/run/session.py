@@ -130,7 +130,8 @@ def _greedy_divergences(models: ModelSet, recorder: Recorder) -> list[dict] | st
         return next_token_logits(models.target("native" if "native" in engines else engines[0]), token_ids)
 
     try:
-        return [d.describe() for d in greedy_divergences(recorder.requests, logits_of, torch_dtype(models.config.dtype))]
+        return [d.describe() for d in greedy_divergences(recorder.requests, logits_of, torch_dtype(models.config.dtype),
+                                                         layers=models.target_shape.num_layers)]
     except (RuntimeError, ValueError) as err:
         return f"not classified: {type(err).__name__}: {err}"
 
