@@ -9,7 +9,10 @@ float32), and the probe then keeps the other candidates. The build is cached per
 compiler flags and CPU (`$XDG_CACHE_HOME/ssdbench/kernels/`), written atomically, so a second
 process (ssd's draft) loads what the first built. The library is loaded only after torch so
 its OpenMP regions share torch's thread pool instead of starting a second one that would
-spin against it on the same cores.
+spin against it on the same cores. Where the build would bring its own OpenMP runtime all
+the same (clang's libomp, torch built on Intel's libiomp5), that is detected on loading, the
+library is built and loaded once more without OpenMP (serial kernels, idle runtime), and
+the model records it (`openmp_fallback`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Collection, Iterable
@@ -33,6 +37,8 @@ SOURCE = Path(__file__).with_name("gemv.c")
 SOURCES = (SOURCE, Path(__file__).with_name("dot_i8.c"), Path(__file__).with_name("decode_layer.c"))
 HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
+OPENMP_RUNTIME = re.compile(r"/lib(gomp|omp|iomp5)\b[^/]*\.so[^/]*$")  # GNU, LLVM and Intel's runtimes
 BUILD_TIMEOUT_S = 120
 
 
@@ -106,19 +112,38 @@ def library_failed(trials: Iterable, kernels: Collection[str]) -> bool:
 
 def library() -> ctypes.CDLL:
     """The built library (gemv.c and decode_layer.c); OSError with the reason when it cannot be had."""
-    lib, reason = _load()
+    lib, reason, _ = _load()
     if lib is None:
         raise OSError(reason)
     return lib
 
 
-@functools.cache
-def _load() -> tuple[ctypes.CDLL | None, str | None]:
-    """The compiled kernel, built once per machine, or why it cannot be (one line); tried once per process."""
+def openmp_fallback() -> str | None:
+    """Why the library runs serial kernels (a second OpenMP runtime would have run beside torch's), or
+    None where it shares torch's runtime or was never loaded."""
+    if not _load.cache_info().currsize:
+        return None
+    return _load()[2]
+
+
+def openmp_runtimes() -> set[str]:
+    """The OpenMP runtime libraries mapped into this process (torch's among them); empty off Linux."""
     try:
-        lib = ctypes.CDLL(str(_built_library()))
+        lines = Path("/proc/self/maps").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return set()
+    paths = {line.split(maxsplit=5)[5] for line in lines if len(line.split(maxsplit=5)) == 6}
+    return {os.path.realpath(path) for path in paths if OPENMP_RUNTIME.search(path)}
+
+
+@functools.cache
+def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
+    """The compiled kernel, built once per machine, or why it cannot be (one line), and why it is the
+    serial build if it is; tried once per process."""
+    try:
+        lib, fallback = _load_sharing_torchs_runtime()
     except OSError as err:
-        return None, str(err).strip().splitlines()[0]
+        return None, str(err).strip().splitlines()[0], None
     f32 = lib.ssdbench_gemv_f32  # (x, w, b, y, rows, in, out, threads)
     f32.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
     f32.restype = None
@@ -130,20 +155,33 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
     dot.restype = ctypes.c_int
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
     layer.restype = ctypes.c_int
-    return lib, None
+    return lib, None, fallback
 
 
-def _built_library() -> Path:
+def _load_sharing_torchs_runtime() -> tuple[ctypes.CDLL, str | None]:
+    """The OpenMP build where it adds no OpenMP runtime to those already loaded (torch's), else the serial
+    build, whose kernels never start the added runtime's threads: two runtimes' pools spinning on the
+    same cores slow both. Returns the library and, for the serial one, why."""
+    before = openmp_runtimes()
+    lib = ctypes.CDLL(str(_built_library(CFLAGS)))
+    added = sorted(openmp_runtimes() - before)
+    if not added or not before:
+        return lib, None
+    why = f"its OpenMP runtime {added[0]} would run beside torch's {sorted(before)[0]}: serial kernels"
+    return ctypes.CDLL(str(_built_library(SERIAL_CFLAGS))), why
+
+
+def _built_library(flags: tuple[str, ...] = CFLAGS) -> Path:
     compiler = os.environ.get("CC") or "cc"
     if shutil.which(compiler) is None:
         raise OSError(f"no C compiler ({compiler!r} not found; set CC to one)")
-    target = cache_file("kernels") / f"gemv-{_build_key(compiler)}.so"
+    target = cache_file("kernels") / f"gemv-{_build_key(compiler, flags)}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        done = subprocess.run([compiler, *CFLAGS, *map(str, SOURCES), "-o", str(tmp)], capture_output=True, text=True,
+        done = subprocess.run([compiler, *flags, *map(str, SOURCES), "-o", str(tmp)], capture_output=True, text=True,
                               timeout=BUILD_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise OSError(f"building gemv.c failed: {err}") from err
@@ -155,10 +193,10 @@ def _built_library() -> Path:
     return target
 
 
-def _build_key(compiler: str) -> str:
+def _build_key(compiler: str, flags: tuple[str, ...]) -> str:
     """Sources, flags, compiler and CPU: a build made for another processor is never loaded here."""
     texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
-    what = "|".join((*texts, " ".join(CFLAGS), compiler, cpu_model(), _cpu_flags()))
+    what = "|".join((*texts, " ".join(flags), compiler, cpu_model(), _cpu_flags()))
     return hashlib.sha256(what.encode()).hexdigest()[:16]
 
 

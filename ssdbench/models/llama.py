@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from ssdbench.errors import UsageError
 from ssdbench.kernels.base import AttentionBackend
 from ssdbench.kernels.decode_layer import NO_LIMIT, FusedDecode
+from ssdbench.kernels.gemv import openmp_fallback
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.int8 import make_int8_linear, select_int8_kernel
@@ -210,7 +211,13 @@ class NativeCausalLM:
     def kernel_names(self) -> dict:
         """The kernels this model runs, by kind: what runs must be compared with what runs."""
         return {"linear": self.lm_head.name, "attention": self.backend_name,
-                "dtype": str(self.dtype).removeprefix("torch."), **self._fused_record(), **self._skip_record()}
+                "dtype": str(self.dtype).removeprefix("torch."), **self._fused_record(), **self._skip_record(),
+                **self._openmp_record()}
+
+    def _openmp_record(self) -> dict:
+        """`openmp_fallback` only where our C kernels run serial beside a second OpenMP runtime (gemv.py)."""
+        uses_library = "gemv" in self.lm_head.name or "int8_dot" in self.lm_head.name or self.fused is not None
+        return {"openmp_fallback": why} if uses_library and (why := openmp_fallback()) else {}
 
     def _fused_record(self) -> dict:
         """`decode_step: fused` only where steps run decode_layer.c (other records stay as they were); with a row
