@@ -31,3 +31,7 @@ class RunFailed(SsdbenchError):
 
 class DraftServerError(RunFailed):
     """The SSD draft process failed to start, crashed, or stopped answering."""
+
+
+class RankFailed(RunFailed):
+    """A tensor-parallel rank died or failed: which rank, and why."""

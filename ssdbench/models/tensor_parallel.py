@@ -16,6 +16,12 @@ Ranks 1..tp-1 are spawned processes (`_rank_main`) that build their shard from a
 `ShardRecipe`, the same checkpoint or random-weight recipe as rank 0. The compute group is
 gloo on CPU and NCCL on CUDA; ranks meet at a TCP address, so nothing here needs them to
 share a host, though `launch` starts them all on this one.
+
+A rank that dies is noticed at once, not after a collective's timeout: each rank says on a pipe
+when it is about to join the groups (rank 0 waits for that, or for the process's end, rather
+than in the rendezvous, which would wait for a dead rank until START_TIMEOUT_S) and why it
+failed if it fails; a collective that breaks because a peer's connection closed is reported as
+RankFailed naming the rank and its reason (an exit code, a signal, or its own error line).
 """
 
 from __future__ import annotations
@@ -23,18 +29,23 @@ from __future__ import annotations
 import atexit
 import datetime
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
-from ssdbench.errors import UsageError
+from ssdbench.errors import RankFailed, UsageError
 from ssdbench.models.shape import ModelShape
 
 STOP = "stop"
+JOINING = "joining"
+DEATH_GRACE_S = 5  # after a broken collective, how long a peer that is going down gets to be seen gone
 START_TIMEOUT_S = 600  # building a large shard from a checkpoint can take minutes
 COLLECTIVE_TIMEOUT_S = 600
 
@@ -134,9 +145,9 @@ class TensorParallelModel:
     meet in the same collectives in the same order. `close` stops the other ranks.
     """
 
-    def __init__(self, full_shape: ModelShape, local, *, tp: int, control, processes: list) -> None:
+    def __init__(self, full_shape: ModelShape, local, *, tp: int, control, processes: list, statuses: list) -> None:
         self.full_shape, self.local, self.tp = full_shape, local, tp
-        self._control, self._processes = control, processes
+        self._control, self._processes, self._statuses = control, processes, statuses
         self.closed = False
 
     def allocate(self, batch_size: int, max_len: int) -> None:
@@ -188,14 +199,13 @@ class TensorParallelModel:
     def _call(self, op: str, *args, **kwargs):
         if self.closed:
             raise UsageError("the tensor-parallel target was closed")
-        self._check_ranks_alive()
-        dist.broadcast_object_list([(op, _to_cpu(args), _to_cpu(kwargs))], src=0, group=self._control)
-        return getattr(self.local, op)(*args, **kwargs)
-
-    def _check_ranks_alive(self) -> None:
-        for rank, process in enumerate(self._processes, start=1):
-            if not process.is_alive():
-                raise RuntimeError(f"tensor-parallel rank {rank} exited (code {process.exitcode})")
+        _raise_if_a_rank_ended(self._processes, self._statuses, "while decoding")
+        try:
+            dist.broadcast_object_list([(op, _to_cpu(args), _to_cpu(kwargs))], src=0, group=self._control)
+            return getattr(self.local, op)(*args, **kwargs)
+        except RuntimeError:  # a collective broke: a peer's connection closed, most likely because it died
+            _raise_if_a_rank_ended(self._processes, self._statuses, "while decoding", grace_s=DEATH_GRACE_S)
+            raise
 
 
 def launch(recipe: ShardRecipe, tp: int) -> TensorParallelModel:
@@ -204,41 +214,119 @@ def launch(recipe: ShardRecipe, tp: int) -> TensorParallelModel:
         raise UsageError("one tensor-parallel target per process: a process group is already open")
     address = ("127.0.0.1", _free_port())
     ctx = multiprocessing.get_context("spawn")
-    processes = [ctx.Process(target=_rank_main, args=(recipe, rank, tp, address), daemon=True,
-                             name=f"ssdbench-tp-rank{rank}") for rank in range(1, tp)]
+    pipes = [ctx.Pipe(duplex=False) for _ in range(1, tp)]  # (reader here, writer in rank r)
+    processes = [ctx.Process(target=_rank_main, args=(recipe, rank, tp, address, writer), daemon=True,
+                             name=f"ssdbench-tp-rank{rank}") for rank, (_, writer) in enumerate(pipes, start=1)]
     for process in processes:
         process.start()
+    statuses = [reader for reader, _ in pipes]
     try:
+        _wait_until_joining(processes, statuses)
         compute, control = _join_groups(recipe, 0, tp, address)
         full, local = build_shard(recipe, rank=0, tp=tp, group=compute)
         dist.barrier(group=control)  # every rank has built its shard
-    except BaseException:
-        for process in processes:
-            process.terminate()
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    except BaseException as err:
+        try:
+            if isinstance(err, RuntimeError):  # a broken collective: say which rank ended, and why
+                _raise_if_a_rank_ended(processes, statuses, "while building its shard", grace_s=DEATH_GRACE_S)
+        finally:
+            for process in processes:
+                process.terminate()
+            if dist.is_initialized():
+                dist.destroy_process_group()
         raise
-    model = TensorParallelModel(full, local, tp=tp, control=control, processes=processes)
+    model = TensorParallelModel(full, local, tp=tp, control=control, processes=processes, statuses=statuses)
     atexit.register(model.close)
     return model
 
 
-def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]) -> None:
-    """Ranks 1..tp-1: build the shard, then run what rank 0 broadcasts until it says stop."""
-    if recipe.threads:
-        torch.set_num_threads(recipe.threads)
-    compute, control = _join_groups(recipe, rank, tp, address)
-    _, local = build_shard(recipe, rank=rank, tp=tp, group=compute)
-    dist.barrier(group=control)
-    device = rank_device(recipe.device, rank)
+def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int], status) -> None:
+    """Ranks 1..tp-1: build the shard, then run what rank 0 broadcasts until it says stop. A failure is
+    one line on `status` for rank 0 to report, and exit code 1 (no traceback on the user's terminal)."""
+    doing = "while building its shard"
+    try:
+        if recipe.threads:
+            torch.set_num_threads(recipe.threads)
+        _say(status, JOINING)
+        compute, control = _join_groups(recipe, rank, tp, address)
+        _, local = build_shard(recipe, rank=rank, tp=tp, group=compute)
+        dist.barrier(group=control)
+        doing = "while decoding"
+        _serve(local, control, rank_device(recipe.device, rank))
+    except Exception as err:  # noqa: BLE001 - any failure of this rank is reported the same way
+        _say(status, f"failed {doing}: {_one_line(err)}")
+        raise SystemExit(1) from None
+    dist.destroy_process_group()
+
+
+def _serve(local, control, device: str) -> None:
+    """Run each call rank 0 broadcasts, until it says stop."""
     while True:
         message = [None]
         dist.broadcast_object_list(message, src=0, group=control)
         if message[0] == STOP:
-            break
+            return
         op, args, kwargs = message[0]
         getattr(local, op)(*_to_device(args, device), **_to_device(kwargs, device))
-    dist.destroy_process_group()
+
+
+def _say(status, line: str) -> None:
+    """Tell rank 0 (best effort: if rank 0 is gone there is nobody to tell)."""
+    try:
+        status.send(line)
+    except OSError:
+        pass
+
+
+def _wait_until_joining(processes: list, statuses: list, timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until every rank is about to join the groups, or raise RankFailed for one that ended first
+    (the rendezvous itself would wait for a dead rank until its timeout)."""
+    deadline = time.monotonic() + timeout_s
+    for rank, (process, status) in enumerate(zip(processes, statuses), start=1):
+        while not status.poll():
+            if not process.is_alive() or time.monotonic() > deadline:
+                _raise_if_a_rank_ended(processes, statuses, "while starting", grace_s=1)
+                raise RankFailed(f"tensor-parallel rank {rank} did not start within {timeout_s:.0f} s")
+            multiprocessing.connection.wait([status, process.sentinel], timeout=1.0)
+        if (said := _last_words(status)) is not None:  # it failed before joining
+            raise RankFailed(f"tensor-parallel rank {rank} {said}")
+
+
+def _raise_if_a_rank_ended(processes: list, statuses: list, doing: str, grace_s: float = 0.0) -> None:
+    """RankFailed for the first rank that has ended (waiting up to `grace_s` for one to), with its reason:
+    its own line on its status pipe, else how the process ended."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        for rank, (process, status) in enumerate(zip(processes, statuses), start=1):
+            if process.is_alive():
+                continue
+            said = _last_words(status) or f"{_how_it_ended(process.exitcode)} {doing}"
+            raise RankFailed(f"tensor-parallel rank {rank} {said}")
+        if time.monotonic() >= deadline:
+            return
+        multiprocessing.connection.wait([p.sentinel for p in processes], timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _last_words(status) -> str | None:
+    """The failure line a rank sent before it ended, if it sent one (JOINING is not one)."""
+    said = None
+    try:
+        while status.poll():
+            said = status.recv()
+    except (EOFError, OSError):  # the rank's end of the pipe is closed: nothing more to read
+        pass
+    return None if said == JOINING else said
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"was killed by {signal.Signals(-exitcode).name}"
+    return f"exited with code {exitcode}"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _join_groups(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]):
