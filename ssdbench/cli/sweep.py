@@ -92,20 +92,23 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     from ssdbench.report.pareto import mark_pareto, throughput_latency
     from ssdbench.run import execute, session
     from ssdbench.run.plan import build_plan
-    from ssdbench.run.sweep import point_settings, point_status, prepare_sweep_dir, set_aside, write_index
+    from ssdbench.run.sweep import index_entry, point_settings, point_status, prepare_sweep_dir, set_aside
+    from ssdbench.run.sweep_index import open_index, write_index
 
     plans = [build_plan(point_settings(base, p, sweep_dir)) for p in points]  # every point checked first
     for plan in plans:
         session.validate(plan)
     _check_same_models(plans)
     prepare_sweep_dir(sweep_dir)
+    entries = [index_entry(p) for p in points]
+    index = open_index(sweep_dir, base, entries)  # a resume with other settings is refused before anything loads
     console = Console(stderr=format == "json")
     widest = max(plans, key=lambda p: p.draft_slack)  # prompts fitted once, to the point reaching furthest
     models, workload, suite_info = session.prepare(widest)  # loaded once for every point
     limits = [session.check_limits(plan, models, workload) for plan in plans]  # before any point loads a model
     session.calibrate_drafts(widest, models, workload)
-    statuses = {p.name: point_status(sweep_dir / p.name) for p in points}
-    write_index(sweep_dir, base, points, statuses)
+    statuses = {e["name"]: point_status(sweep_dir / e["name"]) for e in [*index.earlier, *entries]}
+    write_index(sweep_dir, index, entries, statuses)
     todo = [(p, plan, limit) for p, plan, limit in zip(points, plans, limits) if statuses[p.name] != "complete"]
     try:
         with progress_bar(console) as progress:
@@ -114,7 +117,7 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
                 if statuses[point.name] != "absent":
                     set_aside(sweep_dir / point.name)
                 statuses[point.name] = "running"
-                write_index(sweep_dir, base, points, statuses)
+                write_index(sweep_dir, index, entries, statuses)
                 try:
                     session.run_point(plan, models, workload, suite_info,
                                       lambda label, n, name=point.name: progress.update(task, advance=n,
@@ -122,7 +125,7 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
                                       limits=limit)
                 finally:  # interrupted or failed: the index says so too, as the point's own manifest does
                     statuses[point.name] = point_status(sweep_dir / point.name)
-                    write_index(sweep_dir, base, points, statuses)
+                    write_index(sweep_dir, index, entries, statuses)
     finally:
         models.close()  # a tensor-parallel target's other ranks
     frames = []
