@@ -123,6 +123,12 @@ def test_any_run_setting_can_be_an_axis(tiny_target, tmp_path):
     (("--grid", "dtype=float32;bfloat16"), ("loads its models", "once")),
     (("--k", "2,x"), ("--k", "int")),
     (("--grid", "k=2,3", "--k", "2,4"), ("--grid k", "already an axis")),
+    (("--linear-kernel", "auto,matmul"), ("--linear-kernel cannot be an axis", "loads its models and prompts once")),
+    (("--tp", "1,2"), ("--tp cannot be an axis",)),
+    (("--grid", "linear_kernel=auto,matmul"), ("--linear-kernel cannot be an axis",)),
+    (("--k", "2,,4"), ("--k: '2,,4' has an empty item",)),
+    (("--batch-sizes", "1,"), ("--batch-size: '1,' has an empty item",)),
+    (("--grid", "top_p=0.9,"), ("--grid top_p: '0.9,' has an empty item",)),
 ])
 def test_bad_axes_are_refused_before_anything_runs(tiny_target, tmp_path, extra, fragments):
     out = tmp_path / "sw"
@@ -165,3 +171,19 @@ def test_a_rerun_over_part_of_the_grid_keeps_the_other_points_indexed(tiny_targe
     assert index["base_config"] == base  # k=2 as first recorded, though this grid starts at 4
     assert {p["name"]: p["status"] for p in index["points"]} == {
         "b1-t0-k4": "complete", "b1-t0-k3": "complete", "b1-t0-k2": "complete"}
+
+
+def help_line(command: str, flag: str) -> str:
+    """The row of `flag` in the command's --help, wide enough that no row wraps."""
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).output
+    [line] = [line for line in text.splitlines() if re.search(rf"│ {flag}[\s,]", line)]
+    return line
+
+
+def test_sweep_help_says_which_options_a_comma_list_makes_an_axis():
+    for flag in ("--k", "--temperature", "--top-p", "--max-new-tokens"):
+        assert "A comma list makes it an axis" in help_line("sweep", flag)
+    for flag in ("--linear-kernel", "--tp", "--dtype", "--target"):
+        line = help_line("sweep", flag)
+        assert "A comma list" not in line and "One value per sweep" in line, line
+    assert "any run setting" not in runner.invoke(app, ["--help"], env={"COLUMNS": "400"}).output

@@ -2,8 +2,9 @@
 
 Takes every option of `run` (declared once, in options.py). A comma list given to a
 one-value option (`--k 2,4`, `--temperature 0,0.7`, `--batch-sizes 1,2,4`) is an axis of the
-grid; `--grid FIELD=V1,V2` makes an axis of any run setting (separate values with ';' when a
-value holds commas itself: `--grid methods='ar,sd;ar,ssd'`).
+grid; `--grid FIELD=V1,V2` makes an axis of any other run setting (separate values with ';' when a
+value holds commas itself: `--grid methods='ar,sd;ar,ssd'`). Settings the models and prompts are
+loaded with (settings.SWEEP_FIXED) cannot be axes, and an empty item in a list is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
 from ssdbench.errors import UsageError
-from ssdbench.run.settings import RunSettings
+from ssdbench.run.settings import SWEEP_FIXED, RunSettings
 
 SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder: one run directory per point plus index.json. Re-running resumes.")]
 Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over any run setting: FIELD=V1,V2 (repeatable; ';' between values that hold commas).")]
@@ -61,15 +62,29 @@ def _split_axes(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]
         elif value is None:
             base[field] = option.to_setting(None)
         else:
-            parsed = [opt.parse_value(option, part) for part in str(value).split(",") if part.strip()]
-            if not parsed:
-                raise UsageError(f"--{option.name}: no value given")
+            parsed = [opt.parse_value(option, part) for part in _items(f"--{option.name}", str(value), ",")]
             if len(parsed) == 1:
                 base[field] = parsed[0]
             else:
+                _refuse_fixed_axis(field)
                 axes[field] = parsed
                 base[field] = parsed[0]
     return base, axes
+
+
+def _items(flag: str, text: str, separator: str) -> list[str]:
+    """The values of a list; an empty one (`2,,4`, `1,`) is refused rather than dropped."""
+    parts = text.split(separator)
+    if any(not part.strip() for part in parts):
+        shown = "no value given" if not text.strip() else f"'{text}' has an empty item"
+        raise UsageError(f"{flag}: {shown}; separate values with '{separator}' and leave none empty")
+    return parts
+
+
+def _refuse_fixed_axis(field: str) -> None:
+    if field in SWEEP_FIXED:
+        raise UsageError(f"--{opt.BY_FIELD[field].name} cannot be an axis: a sweep loads its models and prompts once "
+                         "for every point; run one sweep per value")
 
 
 def _grid_axis(spec: str) -> tuple[str, list]:
@@ -79,9 +94,11 @@ def _grid_axis(spec: str) -> tuple[str, list]:
     option = opt.option_named(name)
     if option.field == "out":
         raise UsageError("--grid out: each point's directory is named by the sweep")
-    parts = text.split(";") if ";" in text or option.listed else text.split(",")
+    parts = _items(f"--grid {option.field}", text, ";" if ";" in text or option.listed else ",")
+    if len(parts) > 1:
+        _refuse_fixed_axis(option.field)
     return option.field, [opt.parse_value(option, part) if not option.listed else option.to_setting(part.strip())
-                          for part in parts if part.strip()]
+                          for part in parts]
 
 
 def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) -> None:
@@ -98,7 +115,7 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     plans = [build_plan(point_settings(base, p, sweep_dir)) for p in points]  # every point checked first
     for plan in plans:
         session.validate(plan)
-    _check_same_models(plans)
+    _check_same_models(points, plans)
     prepare_sweep_dir(sweep_dir)
     entries = [index_entry(p) for p in points]
     index = open_index(sweep_dir, base, entries)  # a resume with other settings is refused before anything loads
@@ -137,14 +154,20 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str) ->
     _print_frontier(frontier, console, format, skipped=len(points) - len(todo))
 
 
-def _check_same_models(plans) -> None:
+def _check_same_models(points, plans) -> None:
     """Models and prompts are loaded once for the whole sweep: no axis may change them. (K may: the
-    models are built for the widest point, whose graphed steps cover every point's verify.)"""
+    models are built for the widest point, whose graphed steps cover every point's verify.) Each axis's
+    values are points that differ from the first in that axis alone, so the axis to blame is named."""
     first = plans[0]
-    for plan in plans[1:]:
-        if replace(plan.models, k=first.models.k) != first.models or plan.suite != first.suite:
-            raise UsageError("a sweep loads its models and prompts once: target, draft, dtype, engines, devices and "
-                             "the suite cannot be axes; run those as separate sweeps")
+    changed = [[field for (field, value), (_, value0) in zip(point.values, points[0].values) if value != value0]
+               for point, plan in zip(points, plans)
+               if replace(plan.models, k=first.models.k) != first.models or plan.suite != first.suite]
+    if not changed:
+        return
+    culprit = min(changed, key=len)
+    axis = f"--{opt.BY_FIELD[culprit[0]].name}" if len(culprit) == 1 else "the axes " + ", ".join(culprit)
+    raise UsageError(f"{axis} cannot be an axis here: it changes the models or prompts, which a sweep loads once "
+                     "for every point; run one sweep per value")
 
 
 def _print_frontier(frontier, console: Console, format: str, *, skipped: int) -> None:
