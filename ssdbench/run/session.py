@@ -52,6 +52,7 @@ def prepare_workload(plan: RunPlan, models: ModelSet):
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
             "text_fields": suite.text_fields(len(prompts)),
+            "categories": {p.prompt_id: p.category for p in prompts if p.category is not None},  # for export
             "chat_template": describe_template(tokenizer, request.chat_template)}
     return workload, info
 
