@@ -26,6 +26,7 @@ class SweepIndex:
 
     base_config: dict
     earlier: tuple[dict, ...] = ()
+    shard: dict | None = None  # `sweep --shard I/N`: which slice of which grid, run by which code (sweep_shard.py)
 
 
 def as_json(value):
@@ -53,12 +54,14 @@ def point_fields(entry: dict) -> set[str]:
     return set(entry) - set(ENTRY_KEYS)
 
 
-def open_index(sweep_dir: Path, base: RunSettings, new_points: list[dict]) -> SweepIndex:
+def open_index(sweep_dir: Path, base: RunSettings, new_points: list[dict], *, shard: dict | None = None) -> SweepIndex:
     """The index to write for this grid (points as field -> value): a new one, or the recorded one when
-    this run resumes it. Refused (one line) when a setting other than an axis differs from the record."""
+    this run resumes it. Refused (one line) when a setting other than an axis differs from the record,
+    or the folder holds another slice (shard) than this run's."""
     recorded = read_index(sweep_dir)
     if recorded is None:
-        return SweepIndex(base_config=as_json(base.to_dict()))
+        return SweepIndex(base_config=as_json(base.to_dict()), shard=shard)
+    _check_same_shard(sweep_dir, recorded.get("shard"), shard)
     earlier = [e for e in recorded["points"] if isinstance(e, dict) and "name" in e]
     new_fields = set().union(*(point_fields(p) for p in new_points))
     old_fields = set().union(*(point_fields(e) for e in earlier)) if earlier else new_fields
@@ -69,7 +72,21 @@ def open_index(sweep_dir: Path, base: RunSettings, new_points: list[dict]) -> Sw
     if differ:
         raise UsageError(f"--out {sweep_dir} holds a sweep made with other settings: {'; '.join(differ)}; resume "
                          "with the recorded settings or give a new --out")
-    return SweepIndex(base_config=recorded["base_config"], earlier=tuple(earlier))
+    return SweepIndex(base_config=recorded["base_config"], earlier=tuple(earlier), shard=recorded.get("shard"))
+
+
+def _check_same_shard(sweep_dir: Path, recorded: dict | None, now: dict | None) -> None:
+    def slice_of(shard: dict | None) -> str:
+        return "the whole grid" if shard is None else f"shard {shard.get('index')}/{shard.get('count')}"
+
+    if (recorded is None) != (now is None) or (now is not None and any(
+            recorded.get(key) != now.get(key) for key in ("index", "count", "grid"))):
+        same_slice = slice_of(recorded) == slice_of(now)
+        raise UsageError(f"--out {sweep_dir} holds {slice_of(recorded)}{' of another grid' if same_slice else ''}, "
+                         f"not {slice_of(now)}; give each shard (or whole sweep) a folder of its own")
+    if now is not None and recorded.get("code") != now.get("code"):  # merge trusts one code per shard
+        raise UsageError(f"--out {sweep_dir} holds {slice_of(recorded)} run by another version of ssdbench "
+                         f"({recorded.get('code')}); resume it with that version or give a new --out")
 
 
 def _names(fields: set[str]) -> str:
@@ -97,7 +114,7 @@ def write_index(sweep_dir: Path, index: SweepIndex, entries: list[dict], statuse
     names = {e["name"] for e in entries}
     points = [{**e, "status": statuses.get(e["name"], "pending")} for e in entries]
     points += [{**e, "status": statuses.get(e["name"], e.get("status"))} for e in index.earlier if e["name"] not in names]
-    data = {"base_config": index.base_config, "points": points}
+    data = {"base_config": index.base_config, "points": points, **({"shard": index.shard} if index.shard else {})}
     tmp = sweep_dir / f".{INDEX_NAME}.tmp"
     tmp.write_text(strict_json.dumps(data, indent=2))
     os.replace(tmp, sweep_dir / INDEX_NAME)
