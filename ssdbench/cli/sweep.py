@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 import inspect
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -24,8 +24,11 @@ from ssdbench.cli.signals import signals_interrupt
 from ssdbench.errors import UsageError
 from ssdbench.run.settings import SWEEP_FIXED, RunSettings
 
+if TYPE_CHECKING:
+    from ssdbench.run.sweep_shard import Shard
+
 SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder: one run directory per point plus index.json. Re-running resumes.")]
-Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over any run setting: FIELD=V1,V2 (repeatable; ';' between values that hold commas).")]
+Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over a run setting: FIELD=V1,V2 (repeatable; ';' between values that hold commas); not the settings whose help says 'One value per sweep'.")]
 ShardOption = Annotated[Optional[str], typer.Option("--shard", help="Run one slice of the grid, I/N (1 <= I <= N): every "
                        "N-th point from the I-th, into a --out of its own; `ssdbench merge` joins the N slices.")]
 SWEEP_OPTIONS = tuple(o for o in opt.RUN_OPTIONS if o.field != "out")  # --out is the sweep's folder
@@ -36,8 +39,7 @@ def sweep_command(*, out: Path = Path("runs/sweep"), grid: Optional[list[str]] =
     from ssdbench.run.sweep import grid as make_grid
     from ssdbench.run.sweep_shard import parse_shard
 
-    slice_ = parse_shard(shard) if shard is not None else None
-
+    part = parse_shard(shard) if shard is not None else None  # checked before anything else
     base_values, axes = _split_axes(values)
     for spec in grid or []:
         field, options = _grid_axis(spec)
@@ -46,7 +48,7 @@ def sweep_command(*, out: Path = Path("runs/sweep"), grid: Optional[list[str]] =
         axes[field] = options
     base = RunSettings(**base_values)
     with signals_interrupt():
-        perform_sweep(base, make_grid(base, axes), out, format=format, shard=slice_)
+        perform_sweep(base, make_grid(base, axes), out, format=format, shard=part)
 
 
 sweep_command.__signature__ = opt.command_signature(
@@ -107,7 +109,7 @@ def _grid_axis(spec: str) -> tuple[str, list]:
                           for part in parts]
 
 
-def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, shard=None) -> None:
+def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, shard: Shard | None = None) -> None:
     """Run the grid's points not yet complete in `sweep_dir` (a shard's: only its slice), models loaded once."""
     from ssdbench.run import session
     from ssdbench.run.plan import build_plan
