@@ -96,7 +96,8 @@ def test_sigterm_and_sighup_interrupt_like_ctrl_c(tiny, tmp_path, sig):
         proc.kill()
     assert proc.returncode == 128 + sig
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert lines[-1] == f"error: stopped by {sig.name} (any run directory in use was marked interrupted)"
+    assert lines[-1] == (f"error: stopped by {sig.name} (any run directory in use was marked interrupted, keeping "
+                         "the rounds measured so far)")
     recorded = manifest(out)
     assert recorded["status"] == "interrupted" and recorded["reason"] == f"interrupted ({sig.name})"
     wait_until(lambda: is_gone(draft), "the draft process to stop")

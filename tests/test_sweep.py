@@ -123,6 +123,12 @@ def test_any_run_setting_can_be_an_axis(tiny_target, tmp_path):
     (("--grid", "dtype=float32;bfloat16"), ("loads its models", "once")),
     (("--k", "2,x"), ("--k", "int")),
     (("--grid", "k=2,3", "--k", "2,4"), ("--grid k", "already an axis")),
+    (("--linear-kernel", "auto,matmul"), ("--linear-kernel cannot be an axis", "loads its models and prompts once")),
+    (("--tp", "1,2"), ("--tp cannot be an axis",)),
+    (("--grid", "linear_kernel=auto,matmul"), ("--linear-kernel cannot be an axis",)),
+    (("--k", "2,,4"), ("--k: '2,,4' has an empty item",)),
+    (("--batch-sizes", "1,"), ("--batch-size: '1,' has an empty item",)),
+    (("--grid", "top_p=0.9,"), ("--grid top_p: '0.9,' has an empty item",)),
 ])
 def test_bad_axes_are_refused_before_anything_runs(tiny_target, tmp_path, extra, fragments):
     out = tmp_path / "sw"
@@ -130,3 +136,54 @@ def test_bad_axes_are_refused_before_anything_runs(tiny_target, tmp_path, extra,
                                  "--no-chat-template", "--batch-size", "1", "--out", str(out), *extra])
     assert_one_line_error(result, *fragments)
     assert not out.exists()
+
+
+def small_sweep(target: Path, out: Path, *extra: str):
+    """Two points (K 2 and 4) of one request each, unless `extra` says otherwise."""
+    return runner.invoke(app, ["sweep", "--target", str(target), "--suite", "smoke", "--num-prompts", "1",
+                               "--no-chat-template", "--batch-sizes", "1", "--methods", "ar,sd", "--out", str(out),
+                               *extra])
+
+
+@pytest.mark.parametrize("first,again,fragments", [
+    (("--max-new-tokens", "5", "--k", "2,4"), ("--max-new-tokens", "6", "--k", "2,4"),
+     ("other settings", "max_new_tokens recorded 5, now 6")),
+    (("--max-new-tokens", "5", "--k", "2,4"), ("--max-new-tokens", "5", "--k", "2,4", "--methods", "ar"),
+     ("other settings", 'methods recorded ["ar", "sd"], now ["ar"]')),
+    (("--max-new-tokens", "5", "--k", "2", "--grid", "top_p=0.9,1"), ("--max-new-tokens", "5", "--k", "2"),
+     ("other axes", "recorded: batch_size, k, temperature, top_p; now: batch_size, k, temperature")),
+])
+def test_a_resume_with_other_settings_is_refused_and_nothing_rewritten(tiny_target, tmp_path, first, again, fragments):
+    out = tmp_path / "sw"
+    assert small_sweep(tiny_target, out, *first).exit_code == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert_one_line_error(small_sweep(tiny_target, out, *again), *fragments)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_rerun_over_part_of_the_grid_keeps_the_other_points_indexed(tiny_target, tmp_path):
+    out = tmp_path / "sw"
+    assert small_sweep(tiny_target, out, "--max-new-tokens", "5", "--k", "2,4").exit_code == 0
+    base = json.loads((out / "index.json").read_text())["base_config"]
+    result = small_sweep(tiny_target, out, "--max-new-tokens", "5", "--k", "4,3")
+    assert result.exit_code == 0, result.output
+    index = json.loads((out / "index.json").read_text())
+    assert index["base_config"] == base  # k=2 as first recorded, though this grid starts at 4
+    assert {p["name"]: p["status"] for p in index["points"]} == {
+        "b1-t0-k4": "complete", "b1-t0-k3": "complete", "b1-t0-k2": "complete"}
+
+
+def help_line(command: str, flag: str) -> str:
+    """The row of `flag` in the command's --help, wide enough that no row wraps."""
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).output
+    [line] = [line for line in text.splitlines() if re.search(rf"│ {flag}[\s,]", line)]
+    return line
+
+
+def test_sweep_help_says_which_options_a_comma_list_makes_an_axis():
+    for flag in ("--k", "--temperature", "--top-p", "--max-new-tokens"):
+        assert "A comma list makes it an axis" in help_line("sweep", flag)
+    for flag in ("--linear-kernel", "--tp", "--dtype", "--target"):
+        line = help_line("sweep", flag)
+        assert "A comma list" not in line and "One value per sweep" in line, line
+    assert "any run setting" not in runner.invoke(app, ["--help"], env={"COLUMNS": "400"}).output

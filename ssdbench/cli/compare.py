@@ -64,7 +64,11 @@ def compare_command(
     paths = [baseline, *runs] if baseline is not None else list(runs)
     if checks and len(paths) < 2:
         raise UsageError("--fail-on needs a baseline: pass --baseline RUN (or two runs: the first is the baseline)")
-    loaded = [load_run(path) for path in paths]
+    loaded = [load_run(path, allow_partial=True) for path in paths]  # a partial run is labelled, never gated
+    partial = [str(run.path) for run in loaded if run.partial]
+    if checks and partial:
+        raise UsageError(f"--fail-on needs complete runs: {', '.join(partial)} stopped early (partial); "
+                         "compare it without --fail-on, or gate a complete run")
     comparison = compare_runs(loaded, baseline=baseline_variant, allow_mismatch=allow_mismatch, allowed=allowed)
     verdicts = [v for i in range(1, len(loaded)) for v in evaluate(loaded[0], loaded[i], checks, run=i,
                                                                    min_pairs=min_pairs)] if checks else []
@@ -97,6 +101,10 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
         console.width = 240
     for line in comparison.mismatches:
         console.print(f"[bold yellow]warning:[/] {escape(line)} (--allow-mismatch)")
+    for index, run in enumerate(comparison.runs):
+        if run.partial:
+            console.print(f"[bold yellow]warning:[/] run {index} is PARTIAL ({escape(run.partial)}); its rows "
+                          "cover only what it measured")
     title = "ssdbench compare · " + (f"speedup vs {comparison.baseline}" if comparison.baseline else "no baseline")
     table = Table(title=title, title_justify="left")
     for name in HEADERS:

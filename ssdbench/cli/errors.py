@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 
 import typer
 
 from ssdbench.cli.signals import Terminated
 from ssdbench.errors import SsdbenchError
+
+STOPPED_NOTE = "any run directory in use was marked interrupted, keeping the rounds measured so far"
 
 
 def reports_errors(command):
@@ -22,9 +25,12 @@ def reports_errors(command):
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
         except Terminated as err:
-            typer.echo(f"error: stopped by {err} (any run directory in use was marked interrupted)", err=True)
+            typer.echo(f"error: stopped by {err} ({STOPPED_NOTE})", err=True)
             raise typer.Exit(err.exit_code) from None
-        except (typer.Exit, KeyboardInterrupt):
+        except KeyboardInterrupt:  # Ctrl-C: one line too, and the shell's code for SIGINT
+            typer.echo(f"error: stopped by SIGINT, Ctrl-C ({STOPPED_NOTE})", err=True)
+            raise typer.Exit(128 + signal.SIGINT) from None
+        except typer.Exit:
             raise
         except Exception as err:  # a bug, not the user's input: still one line, and how to see more
             if os.environ.get("SSDBENCH_DEBUG"):

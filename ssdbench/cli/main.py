@@ -7,6 +7,7 @@ import typer
 from ssdbench.cli.compare import compare_command
 from ssdbench.cli.export import export_command
 from ssdbench.cli.inspect import ls_command, validate_command
+from ssdbench.cli.merge import merge_command
 from ssdbench.cli.project import project_command
 from ssdbench.cli.report import report_command
 from ssdbench.cli.run import run_command
@@ -19,8 +20,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("run", help="Run the methods on a suite and record every round to Parquet.")(run_command)
-app.command("sweep", help="Run a grid over any run setting (comma lists, or --grid FIELD=V1,V2) with models loaded once; resumable.")(
+app.command("sweep", help="Run a grid of decoding settings with models loaded once; resumable. An option whose help says so "
+                          "takes a comma list as an axis; --grid FIELD=V1,V2 makes one of any other such setting.")(
     sweep_command)
+app.command("merge", help="Join the folders of a sweep run as shards (sweep --shard I/N) into one sweep.")(merge_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
 app.command("export", help="Write a run's answers in Spec-Bench's model-answer layout (--format specbench).")(
     export_command)

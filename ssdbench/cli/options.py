@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from ssdbench.errors import UsageError
-from ssdbench.run.settings import RunSettings
+from ssdbench.run.settings import SWEEP_FIXED, RunSettings
 
 _UNSET = object()
 
@@ -147,7 +147,11 @@ Format = Annotated[str, typer.Option("--format", help="table or json.")]
 
 def _typer_option(option: RunOption, *, for_sweep: bool) -> typer.models.OptionInfo:
     flags = (option.flag, *option.sweep_flags) if for_sweep else (option.flag,)
-    text = f"{option.help} A comma list makes it an axis of the sweep." if for_sweep and sweepable(option) else option.help
+    text = option.help
+    if for_sweep and option.field in SWEEP_FIXED:
+        text += " One value per sweep: the models and prompts are loaded once."
+    elif for_sweep and sweepable(option):
+        text += " A comma list makes it an axis of the sweep."
     return typer.Option(*flags, help=text, envvar=option.envvar)
 
 

@@ -32,7 +32,7 @@ def report_command(runs: Runs, out: ReportOut = None) -> None:
     from ssdbench.records.reader import load_run
     from ssdbench.report.html import write_report
 
-    loaded = [load_run(path) for path in runs]
+    loaded = [load_run(path, allow_partial=True) for path in runs]  # a run that stopped early: labelled partial
     for run in loaded:
         if run.requests.empty:
             raise RunDirectoryError(f"{run.path} has no requests: nothing to report")
@@ -42,6 +42,9 @@ def report_command(runs: Runs, out: ReportOut = None) -> None:
         page, plots = write_report(loaded, out)
     except OSError as err:
         raise RunDirectoryError(f"cannot write the report to {out}: {err.strerror or err}") from None
+    for run in loaded:
+        if run.partial:
+            typer.echo(f"  partial run {run.path}: {run.partial}")
     for plot in plots:
         typer.echo(f"  {plot.path}" if plot.path else f"  skipped {plot.name}: {plot.reason}")
     typer.echo(f"Report: {page}")

@@ -55,10 +55,13 @@ def decode_batch(
     generator: torch.Generator | None,
     *,
     verify: Callable[..., Verdict] = verify_proposal,
+    rounds: list[StepRecord] | None = None,
 ) -> tuple[BatchTiming, list[StepRecord]]:
     """Decode every row of `batch` to completion. Rows' tokens are updated in place.
 
     `verify` is the acceptance rule; only tests swap it (for a deliberately biased one).
+    `rounds`, if given, receives each round's records as it completes (and is the list returned),
+    so a caller still has the batch's measured rounds when decoding stops part-way.
     """
     target.allocate(batch.size, batch.max_len)
     start_ns = time.perf_counter_ns()
@@ -69,7 +72,7 @@ def decode_batch(
         proposer.observe_prefill(batch, prompt_output)
     first_token_ns = time.perf_counter_ns()
     row_end_ns = [first_token_ns if row.is_finished else 0 for row in batch.rows]
-    steps: list[StepRecord] = []
+    steps: list[StepRecord] = [] if rounds is None else rounds
     clock = PhaseClock(target.device)
     while not batch.is_done:
         batch.round_idx += 1

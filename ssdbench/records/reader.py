@@ -68,6 +68,7 @@ class Run:
     requests: pd.DataFrame
     gpu: pd.DataFrame
     events: pd.DataFrame | None = None  # optional table: None when the run has none
+    partial: str | None = None  # a run that stopped early, read from its partial tables: what stopped it, what it kept
 
 
 def _one_line(text: object) -> str:
@@ -111,12 +112,30 @@ def _check_status(path: Path, manifest: dict) -> None:
     if status == schema.STATUS_RUNNING:  # or killed before it could say otherwise (SIGKILL, OOM)
         raise RunDirectoryError(f"{path} is not a complete run: {describe_running(manifest)}")
     reason = manifest.get("reason") or "no reason recorded"
+    kept = (f"; it kept {manifest['partial']['requests']} finished request(s) as partial tables, which `report` and "
+            "`compare` read, labelled partial") if is_partial(manifest) else ""
     raise RunDirectoryError(f"{path} is not a complete run: status {status!r} "
-                            f"({_one_line(reason)})")
+                            f"({_one_line(reason)}){kept}")
 
 
-def _read_table(path: Path, name: str, manifest: dict) -> pa.Table:
-    file, version = path / f"{name}.parquet", manifest["schema_version"]
+def is_partial(manifest: dict) -> bool:
+    """A run that stopped early (failed or interrupted) and kept what it had measured as partial tables."""
+    return manifest.get("status") in (schema.STATUS_FAILED, schema.STATUS_INTERRUPTED) \
+        and isinstance(manifest.get("partial"), dict) and isinstance(manifest.get("partial_files"), dict)
+
+
+def describe_partial(manifest: dict) -> str:
+    """`interrupted (SIGINT, Ctrl-C): 2 of 6 request(s), 40 round(s) measured before it stopped`."""
+    kept, total = manifest["partial"], manifest.get("num_units")
+    of_total = f" of {total}" if isinstance(total, int) else ""
+    status, reason = manifest["status"], _one_line(manifest.get("reason") or "no reason recorded")
+    return (f"{reason if reason.startswith(status) else f'{status}: {reason}'}; "
+            f"{kept.get('requests')}{of_total} request(s) finished and {kept.get('rounds')} round(s) measured "
+            "before it stopped")
+
+
+def _read_table(path: Path, name: str, manifest: dict, *, suffix: str = ".parquet") -> pa.Table:
+    file, version = path / f"{name}{suffix}", manifest["schema_version"]
     if not file.is_file():
         raise RunDirectoryError(f"{file} is missing: the run directory is incomplete")
     try:
@@ -167,19 +186,27 @@ def _to_pandas(name: str, table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def load_run(path: str | os.PathLike) -> Run:
-    """Load a complete run directory; RunDirectoryError (one line) for anything else."""
+def load_run(path: str | os.PathLike, *, allow_partial: bool = False) -> Run:
+    """Load a complete run directory; RunDirectoryError (one line) for anything else.
+
+    allow_partial: a run that stopped early is read from the partial tables it kept, and says so
+    in `Run.partial` (callers label it; it is never to pass for a complete run)."""
     path = Path(path)
     manifest = read_manifest(path)
     version = manifest["schema_version"]
     _check_version(path, version)
-    _check_status(path, manifest)
-    recorded = manifest  # the hashes as written at finish time (upgraders may rewrite the manifest)
-    tables = {name: _read_table(path, name, recorded) for name in schema.TABLE_NAMES}
+    partial = allow_partial and is_partial(manifest)
+    if not partial:
+        _check_status(path, manifest)
+    # the hashes as written when the tables were (upgraders may rewrite the manifest)
+    recorded = {**manifest, "files": manifest["partial_files"]} if partial else manifest
+    suffix = ".partial.parquet" if partial else ".parquet"
+    tables = {name: _read_table(path, name, recorded, suffix=suffix) for name in schema.TABLE_NAMES}
+    description = describe_partial(manifest) if partial else None
     manifest, tables = _upgrade(path, manifest, tables, version)
     frames = {name: _to_pandas(name, _conform(path, name, tables[name]))
               for name in schema.TABLE_NAMES}
     for name in schema.OPTIONAL_TABLE_NAMES:
-        if (path / f"{name}.parquet").is_file():
-            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, recorded)))
-    return Run(path=path, manifest=manifest, **frames)
+        if (path / f"{name}{suffix}").is_file():
+            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, recorded, suffix=suffix)))
+    return Run(path=path, manifest=manifest, partial=description, **frames)

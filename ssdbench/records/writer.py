@@ -87,6 +87,19 @@ def _claim_directory(out_dir: Path) -> None:
         raise RunDirectoryError(f"cannot create run directory {out_dir}: {why}") from None
 
 
+def stop_reason(exc: BaseException) -> tuple[str, str]:
+    """The manifest's (reason, status) for a run stopped by `exc`: a signal interrupts it, anything else fails it."""
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or SIGTERM/SIGHUP (cli.signals.Terminated names its signal)
+        return f"interrupted ({str(exc) or 'SIGINT, Ctrl-C'})", schema.STATUS_INTERRUPTED
+    return f"{type(exc).__name__}: {exc}", schema.STATUS_FAILED
+
+
+def whole_rows(columns: Columns) -> dict[str, list]:
+    """`columns` cut to the rows every column has: a signal may land between two columns' appends of one row."""
+    rows = min((len(values) for values in columns.values()), default=0)
+    return {name: list(values[:rows]) for name, values in columns.items()}
+
+
 def _dump_json(data: Mapping) -> bytes:
     return (strict_json.dumps(data, indent=2, default=str) + "\n").encode()
 
@@ -166,20 +179,26 @@ class RunWriter:
 
     def fail(self, reason: str, status: str = schema.STATUS_FAILED, *,
              steps_cols: Columns | None = None, requests_cols: Columns | None = None,
-             gpu_rows: Sequence[Mapping] | None = None) -> bool:
+             gpu_rows: Sequence[Mapping] | None = None, extra_manifest: Mapping | None = None) -> bool:
         """Mark the run failed or interrupted, with `reason`; never raises on I/O errors.
 
-        Tables given here are kept for debugging as `<table>.partial.parquet`. A run
-        already complete is left alone. Returns whether the manifest was updated.
+        Tables given here (what was measured before the stop) are kept as `<table>.partial.parquet`,
+        hashed under "partial_files", and the manifest's "partial" counts them: `load_run(...,
+        allow_partial=True)` reads them back as a partial run. A run already complete is left alone.
+        Returns whether the manifest was updated.
         """
         if status not in (schema.STATUS_FAILED, schema.STATUS_INTERRUPTED):
             raise ValueError(f"fail() status must be 'failed' or 'interrupted', not {status!r}")
         if self.status == schema.STATUS_COMPLETE:
             return False
-        extra: dict = {"reason": reason}
+        extra: dict = {**(extra_manifest or {}), "reason": reason}
         partial = self._write_partial(steps_cols, requests_cols, gpu_rows)
         if partial:
             extra["partial_files"] = partial
+        if "steps.partial.parquet" in partial and "requests.partial.parquet" in partial:
+            extra["partial"] = {"requests": partial["requests.partial.parquet"]["rows"],
+                                "rounds": partial["steps.partial.parquet"]["rows"],
+                                "meaning": "the requests finished and the rounds measured before the run stopped"}
         try:
             self._write_manifest(extra, status=status)
         except (OSError, RunDirectoryError):
@@ -194,19 +213,17 @@ class RunWriter:
             return
         if exc_type is None:
             self.fail("the run ended without writing its records")
-        elif issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C, or SIGTERM/SIGHUP (cli.signals)
-            self.fail(f"interrupted ({exc or 'Ctrl-C'})", schema.STATUS_INTERRUPTED)
         else:
-            self.fail(f"{exc_type.__name__}: {exc}")
+            self.fail(*stop_reason(exc))
 
     def _write_partial(self, steps_cols: Columns | None, requests_cols: Columns | None,
                        gpu_rows: Sequence[Mapping] | None) -> dict:
         tables = {}
         try:
             if steps_cols is not None:
-                tables["steps"] = schema.table_from_columns("steps", steps_cols)
+                tables["steps"] = schema.table_from_columns("steps", whole_rows(steps_cols))
             if requests_cols is not None:
-                tables["requests"] = schema.table_from_columns("requests", requests_cols)
+                tables["requests"] = schema.table_from_columns("requests", whole_rows(requests_cols))
             if gpu_rows is not None:
                 tables["gpu"] = schema.table_from_rows("gpu", gpu_rows)
             return self._write_tables(tables, suffix=".partial.parquet")

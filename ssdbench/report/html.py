@@ -16,7 +16,7 @@ PAGE_NAME = "report.html"
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}figure{margin:1em 0}img{max-width:100%}
-.skip{color:#777}.meta{color:#555;font-size:.9em}"""
+.skip{color:#777}.partial{color:#a15c00}.meta{color:#555;font-size:.9em}"""
 
 _COLUMNS = (  # (header, summary column, format)
     ("variant", "label", "{}"), ("requests", "num_requests", "{}"), ("new tokens", "new_tokens", "{}"),
@@ -67,7 +67,9 @@ def run_section(run, name: str) -> str:
     table = summary_html(summary) if not summary.empty else "<p>No requests.</p>"
     line = exactness_line(summary, greedy=greedy, divergences=run.manifest.get("greedy_divergences")) \
         if not summary.empty else ""
-    return f"<h2>{html.escape(name)}</h2>{_settings(run)}{table}<p>{html.escape(line)}</p>"
+    partial = (f'<p class="partial"><b>Partial run</b>: {html.escape(run.partial)}.</p>'
+               if run.partial else "")
+    return f"<h2>{html.escape(name)}</h2>{partial}{_settings(run)}{table}<p>{html.escape(line)}</p>"
 
 
 def figure_html(plot) -> str:

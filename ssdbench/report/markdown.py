@@ -86,7 +86,8 @@ def run_lines(comparison: Comparison) -> list[str]:
         commit = (((m.get("environment") or {}).get("tool") or {}).get("git") or {}).get("commit")
         suite = (m.get("suite") or {}).get("name", "?")
         lines.append(f"run {index}: {run.path} ({m.get('run_id', '?')}, suite {suite}"
-                     f"{', commit ' + commit[:10] if commit else ''})")
+                     f"{', commit ' + commit[:10] if commit else ''})"
+                     + (f" PARTIAL: {run.partial}" if run.partial else ""))
     return lines
 
 
@@ -123,7 +124,7 @@ def to_payload(comparison: Comparison, verdicts: Sequence = (), exit_code: int |
     """Everything in the table (NaN as null), plus the mismatches, notes and gate verdicts."""
     rows = [{k: _plain(v) for k, v in row.items()} for row in comparison.rows.to_dict(orient="records")]
     return {
-        "runs": [{"index": i, "path": str(r.path), "run_id": r.manifest.get("run_id")}
+        "runs": [{"index": i, "path": str(r.path), "run_id": r.manifest.get("run_id"), "partial": r.partial}
                  for i, r in enumerate(comparison.runs)],
         "baseline": comparison.baseline, "mismatches": comparison.mismatches, "notes": comparison.notes,
         "rows": rows,

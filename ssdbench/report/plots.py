@@ -30,8 +30,10 @@ class Frames:
 
 
 def run_names(runs) -> list[str]:
+    """Each run's name in legends and headings; a run that stopped early says `(partial)`."""
     names = [Path(run.path).name for run in runs]
-    return names if len(set(names)) == len(names) else [f"{i + 1}:{n}" for i, n in enumerate(names)]
+    names = names if len(set(names)) == len(names) else [f"{i + 1}:{n}" for i, n in enumerate(names)]
+    return [f"{name} (partial)" if run.partial else name for name, run in zip(names, runs)]
 
 
 def stack_runs(runs) -> Frames:

@@ -104,10 +104,16 @@ def _run_loop_batch(ctx: MethodContext, variant: Variant, repeat: int, idx: list
                     factory: ProposerFactory) -> None:
     decode, workload = ctx.decode, ctx.workload
     seed = decode.request_seed(idx[0], repeat)
-    batch, timing, steps = _decode_requests(ctx, variant, idx, seed=seed, max_new_tokens=decode.max_new_tokens,
-                                            factory=factory)
     keys = [RequestKey(variant.name, variant.engine, workload.suite, workload.prompt_ids[i], i, repeat) for i in idx]
-    ctx.recorder.add_steps(keys, steps, acceptance=ctx.decode.acceptance if variant.method.uses_draft else EXACT)
+    acceptance = ctx.decode.acceptance if variant.method.uses_draft else EXACT
+    rounds: list = []
+    try:
+        batch, timing, steps = _decode_requests(ctx, variant, idx, seed=seed, max_new_tokens=decode.max_new_tokens,
+                                                factory=factory, rounds=rounds)
+    except BaseException:  # stopped mid-batch: its measured rounds go in the run's partial record
+        ctx.recorder.add_steps(keys, rounds, acceptance=acceptance)
+        raise
+    ctx.recorder.add_steps(keys, steps, acceptance=acceptance)
     rounds_per_row = Counter(s.row for s in steps)  # one pass over the batch's records
     for row_idx, (key, row) in enumerate(zip(keys, batch.rows)):
         times = (timing.start_ns, timing.first_token_ns, timing.row_end_ns[row_idx])
@@ -116,7 +122,7 @@ def _run_loop_batch(ctx: MethodContext, variant: Variant, repeat: int, idx: list
 
 
 def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, seed: int, max_new_tokens: int,
-                     factory: ProposerFactory):
+                     factory: ProposerFactory, rounds: list | None = None):
     target = ctx.models.target(variant.engine)
     generator = torch.Generator(device=target.device).manual_seed(seed)
     proposer = factory(len(idx), generator)
@@ -128,7 +134,7 @@ def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, se
     sampling = ctx.decode.rows(len(idx), draft=False, device=target.device)
     try:
         timing, steps = decode_batch(target, proposer, batch, sampling, generator,
-                                     verify=_acceptance_rule(ctx.decode, proposer, seed=seed))
+                                     verify=_acceptance_rule(ctx.decode, proposer, seed=seed), rounds=rounds)
     finally:
         if proposer is not None:
             proposer.close()

@@ -24,7 +24,7 @@ from ssdbench.profiling.devices import make_current
 from ssdbench.profiling.environment import capture_environment
 from ssdbench.profiling.nvml import GpuSampler
 from ssdbench.profiling.placement import pinned
-from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run
+from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run, stop_reason
 from ssdbench.report.timeline import plot_timeline
 from ssdbench.run.execute import count_units, run_all
 from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts
@@ -52,6 +52,7 @@ def prepare_workload(plan: RunPlan, models: ModelSet):
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
             "text_fields": suite.text_fields(len(prompts)),
+            "categories": {p.prompt_id: p.category for p in prompts if p.category is not None},  # for export
             "chat_template": describe_template(tokenizer, request.chat_template)}
     return workload, info
 
@@ -99,15 +100,23 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
     if plan.threads:
         torch.set_num_threads(plan.threads)
     recorder = Recorder(run_id=writer.manifest["run_id"])
+    model_hashes = models.weight_hashes()  # before decoding: a run that stops early records them too
     bandwidth = _measure_bandwidth(plan)
     device = plan.target_placement.device
     sampler = GpuSampler(gpu_roles(plan))
-    with sampler:
-        calibration = run_all(plan, models, workload, recorder, advance)
+    try:
+        with sampler:
+            calibration = run_all(plan, models, workload, recorder, advance)
+    except BaseException as err:  # Ctrl-C, a signal, a dead draft process or rank: keep what was measured
+        facts = {"model_hashes": model_hashes, "num_units": count_units(plan, workload),
+                 "kernels": {**models.kernels_used(), **recorder.kernels}}
+        writer.fail(*stop_reason(err), steps_cols=recorder.steps, requests_cols=recorder.requests,
+                    gpu_rows=sampler.rows, extra_manifest=facts)
+        raise
     telemetry = sampler.unavailable_reason or "sampled"
     if not sampler.rows and torch.device(device).type != "cuda":
         telemetry = f"no GPU telemetry: models ran on {device}"
-    extra = {"gpu_telemetry": telemetry, "model_hashes": models.weight_hashes(), "num_units": count_units(plan, workload),
+    extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes, "num_units": count_units(plan, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
              "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),

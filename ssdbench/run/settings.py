@@ -24,6 +24,10 @@ ORDERS = ("interleaved", "grouped")
 BACKUPS = ("jit", "fast", "auto")
 CUDA_GRAPH_MODES = ("auto", "on", "off")  # as models/cuda_graphs.py
 LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")  # as kernels/linear.py (tests check)
+# Settings a sweep loads its models and prompts with, once for every point: none of them can be an axis.
+SWEEP_FIXED = ("target", "draft", "suite", "data_dir", "num_prompts", "chat_template", "truncate_prompts", "dtype",
+               "device", "sd_draft_device", "engines", "attention", "linear_kernel", "tp", "threads", "cuda_graphs",
+               "seed", "allow_download", "trust_remote_code", "random_weights")
 
 
 @dataclass(frozen=True)

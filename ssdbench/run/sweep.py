@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ssdbench.errors import RunDirectoryError, UsageError
-from ssdbench.records import strict_json
 from ssdbench.records.writer import enclosing_run
 from ssdbench.run.settings import RunSettings
+from ssdbench.run.sweep_index import INDEX_NAME
 
-INDEX_NAME = "index.json"
 ALWAYS_NAMED = ("batch_size", "temperature", "k")  # every point's name says these, swept or not
 SHORT_NAMES = {"batch_size": "b", "temperature": "t", "k": "k", "fan_out": "f"}
 
@@ -83,13 +82,10 @@ def set_aside(path: Path) -> Path:
     raise AssertionError("unreachable")
 
 
-def write_index(sweep_dir: Path, base: RunSettings, points: list[SweepPoint], statuses: dict[str, str]) -> None:
-    data = {"base_config": base.to_dict(), "points": [
-        {**{k: list(v) if isinstance(v, tuple) else v for k, v in p.values}, "name": p.name, "run_dir": p.name,
-         "status": statuses.get(p.name, "pending")} for p in points]}
-    tmp = sweep_dir / f".{INDEX_NAME}.tmp"
-    tmp.write_text(strict_json.dumps(data, indent=2))
-    os.replace(tmp, sweep_dir / INDEX_NAME)
+def index_entry(point: SweepPoint) -> dict:
+    """The point as index.json lists it: its settings, name and run directory (status added on writing)."""
+    return {**{k: list(v) if isinstance(v, tuple) else v for k, v in point.values}, "name": point.name,
+            "run_dir": point.name}
 
 
 def prepare_sweep_dir(sweep_dir: Path) -> None:
