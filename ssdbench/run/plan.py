@@ -138,6 +138,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
                              else settings.draft_temperature, top_p=settings.top_p),
         synthetic=parse_acceptance(settings.acceptance),
     )
+    _check_synthetic_proposals(decode, draft, methods)
     ssd = ssd_policy(settings) if own_process else None  # ssd is the method with a draft process of its own
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
@@ -171,6 +172,16 @@ def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tup
         if not method.is_baseline and not set(method.engines) & set(engines):
             raise UsageError(f"{method.name} runs on the {' or '.join(method.engines)} engine only (tree attention); "
                              f"add --engine {method.engines[0]}")
+
+
+def _check_synthetic_proposals(decode: DecodeSettings, draft: DraftChoice, methods: tuple[Method, ...]) -> None:
+    """Synthetic acceptance times rounds of K drafted tokens at a made-up rate: a draft that may propose
+    fewer (none, where the n-gram lookup finds no match) would time rounds that drafted nothing."""
+    if decode.synthetic is None or not draft.info.may_propose_fewer or not any(m.uses_draft for m in methods):
+        return
+    raise UsageError(f"--acceptance {decode.synthetic.label} needs K={decode.k} drafted tokens every round, but "
+                     f"--draft {draft.spec} may propose fewer (none where the text has no earlier match); "
+                     "use a draft model (e.g. --draft self-int8) or --acceptance exact")
 
 
 def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...]) -> None:
