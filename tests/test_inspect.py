@@ -110,3 +110,28 @@ def test_validate_sizes_memory_by_the_models_context(tmp_path):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # Rich wraps long lines
     assert "1 sequence × 256 positions, the models' context" in text and "2048" not in text
+
+
+def test_ls_runs_names_a_missing_folder(tmp_path):
+    assert_one_line_error(runner.invoke(app, ["ls", "--runs", str(tmp_path / "nope")]), "--runs", "no such folder")
+    (tmp_path / "file").write_text("")
+    assert_one_line_error(runner.invoke(app, ["ls", "--runs", str(tmp_path / "file")]), "not a folder")
+
+
+def test_ls_runs_lists_runs_with_damaged_tables_as_damaged(tmp_path):
+    from synthetic_runs import Variant, write_run
+
+    runs = tmp_path / "runs"
+    for name in ("whole", "missing", "corrupt", "tampered"):
+        write_run(runs / name, [Variant("ar")])
+    (runs / "missing" / "steps.parquet").unlink()
+    (runs / "corrupt" / "requests.parquet").write_bytes(b"not parquet")
+    other = write_run(tmp_path / "other", [Variant("ar", 50.0)])
+    (other / "steps.parquet").replace(runs / "tampered" / "steps.parquet")  # another run's valid table
+    result = runner.invoke(app, ["ls", "--runs", str(runs), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    listed = {Path(r["path"]).name: r for r in json.loads(result.stdout)["runs"]}
+    assert listed["whole"]["state"] == "complete"
+    for name, fragment in (("missing", "steps.parquet is missing"), ("corrupt", "requests.parquet is corrupt"),
+                           ("tampered", "does not match the sha256")):
+        assert listed[name]["state"] == "damaged" and fragment in listed[name]["detail"], listed[name]

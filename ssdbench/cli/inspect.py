@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
-from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, list_runs
+from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, check_runs_folder, list_runs
 from ssdbench.run.settings import DEFAULT_DRAFT, DEFAULT_TARGET
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
@@ -127,15 +127,18 @@ def _print_inventory(info: dict) -> None:
             (escape(r["path"]), r.get("methods", ""), r["state"], escape(r["detail"])) for r in info["runs"]]))
 
 
-RunsDir = Annotated[Path, typer.Option("--runs", help="Folder of run directories to list with their state "
-                                       "(complete, failed, interrupted, running, died).")]
+RunsDir = Annotated[Optional[Path], typer.Option(
+    "--runs", help="Folder of run directories to list with their state (complete, damaged, failed, interrupted, "
+    f"running, died). Default: ./{DEFAULT_RUNS_DIR} when it exists.", show_default=False)]
 
 
 @reports_errors
-def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = DEFAULT_RUNS_DIR, format: Format = "table") -> None:
+def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = None, format: Format = "table") -> None:
     if format not in ("table", "json"):
         raise UsageError(f"--format must be 'table' or 'json', got {format!r}")
-    info = {**inventory(data_dir), "runs": list_runs(runs)}
+    if runs is not None:
+        check_runs_folder(runs)
+    info = {**inventory(data_dir), "runs": list_runs(runs or DEFAULT_RUNS_DIR)}
     if format == "json":
         typer.echo(strict_json.dumps(info, default=str))
     else:
