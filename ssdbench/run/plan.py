@@ -129,7 +129,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
     own_process = any(m.own_process for m in methods)
     target_place, draft_place = placements(settings, own_process=own_process)
     if settings.tp > 1:
-        _check_tensor_parallel(methods, draft, settings.engines, device=target_place.device, tp=settings.tp)
+        _check_tensor_parallel(methods, draft, settings.engines, device=target_place.device, tp=settings.tp,
+                               dtype=settings.dtype)
     decode = DecodeSettings(
         k=settings.k, max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
         repeats=settings.repeats, seed=settings.seed, ignore_eos=settings.ignore_eos,
@@ -209,10 +210,16 @@ def _cuda_graphs(settings: RunSettings, *devices: str) -> str:
     return settings.cuda_graphs
 
 
+TENSOR_PARALLEL_DTYPES = ("float32", "bfloat16")  # what --tp's help promises
+
+
 def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engines: tuple[str, ...], *,
-                           device: str, tp: int) -> None:
+                           device: str, tp: int, dtype: str) -> None:
     """A tensor-parallel target is a native model split over processes: nothing may need it whole;
     on CUDA its ranks take `tp` consecutive GPUs from the target's."""
+    if dtype not in TENSOR_PARALLEL_DTYPES:
+        raise UsageError(f"--tp {tp} splits float32 or bfloat16 weights, not --dtype {dtype}; use --dtype bfloat16 "
+                         "or --tp 1")
     if torch.device(device).type == "cuda":
         check_device(rank_device(device, tp - 1), flag=f"--tp {tp} (its last rank)")
     _require_native_only("--tp splits the native engine's target", methods, engines)
