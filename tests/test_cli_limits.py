@@ -138,6 +138,11 @@ def test_requests_that_end_at_their_first_token_work_everywhere(models, tmp_path
     payload = json.loads(compare.stdout)
     assert not any("no prompts in common" in note for note in payload["notes"])
     assert any("ended at its first token" in note for note in payload["notes"])
+    project = runner.invoke(app, ["project", str(out), "--format", "json"])
+    assert project.exit_code == 0, project.output
+    projected = json.loads(project.stdout)
+    assert projected["projection"] == [] and "no recorded rounds" in projected["notes"][0]
+    assert "nothing to predict or project" in runner.invoke(app, ["project", str(out)]).output
 
     sweep = runner.invoke(app, ["sweep", "--target", str(target), "--suite", "smoke", "--num-prompts", "2",
                                 "--no-chat-template", "--batch-sizes", "1,2", "--k", "2", "--max-new-tokens", new_tokens,

@@ -103,6 +103,15 @@ def test_malformed_suite_file(tiny_target, tmp_path):
     assert_one_line_error(result, "prompts.jsonl", "line 2")
 
 
+def test_a_folder_as_suite_is_named_a_folder(tiny_target, tmp_path):
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "mine.jsonl").write_text('{"prompt": "w1 w2"}\n')
+    result = run_cli("--target", str(tiny_target), "--suite", str(folder), "--out", str(tmp_path / "run"))
+    line = assert_one_line_error(result, f"{folder} is a folder, not a prompt file", "it holds mine.jsonl")
+    assert "not found" not in line and not (tmp_path / "run").exists()
+
+
 def test_existing_run_is_never_touched(tiny_target, tmp_path):
     out = tmp_path / "run"
     assert run_cli(*base_args(tiny_target, out, "--methods", "ar")).exit_code == 0

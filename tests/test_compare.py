@@ -106,6 +106,41 @@ def test_unfair_comparisons_are_refused_unless_allowed(tmp_path, override, field
     assert warning < next(i for i, line in enumerate(lines) if "ssdbench compare" in line)
 
 
+# Roles as real runs record them: an `ar,sd` run has a target and a draft, an `ar,sd,ssd` run also
+# the ssd draft process, an n-gram run the target alone.
+KERNELS = {"linear": "matmul", "attention": "sdpa", "dtype": "float32"}
+DRAFT = {"model_hashes": {"draft": {"model.safetensors": "d" * 64}}, "kernels": {"draft": KERNELS}}
+WITH_SSD = {**DRAFT, "kernels": {"draft": KERNELS, "ssd draft process": KERNELS}}
+
+
+def test_runs_are_compared_on_the_variants_both_have(tmp_path):
+    ngram_ar = write_run(tmp_path / "ngram", [Variant("ar")])
+    ar_sd = write_run(tmp_path / "sd", [Variant("ar"), Variant("sd", accepted=(3,))], manifest=DRAFT)
+    with_ssd = write_run(tmp_path / "ssd", [Variant("ar"), Variant("sd", accepted=(3,)),
+                                            Variant("ssd", accepted=(3,), cache_hits=(True,))], manifest=WITH_SSD)
+    for pair in [(ar_sd, with_ssd), (ngram_ar, ar_sd), (with_ssd, ngram_ar)]:
+        result = compare(*map(str, pair))
+        assert result.exit_code == 0 and "speedup vs 0:ar" in result.output, result.output
+        assert "warning" not in result.output
+    other_draft = write_run(tmp_path / "other", [Variant("ar"), Variant("sd", accepted=(3,))], manifest={
+        **WITH_SSD, "model_hashes": {"draft": {"model.safetensors": "e" * 64}}})
+    assert_one_line_error(compare(str(with_ssd), str(other_draft)), "refusing an unfair comparison", "model weights")
+
+
+def test_a_run_given_twice_or_with_unchecked_tables_is_warned_of(tmp_path):
+    run = write_run(tmp_path / "r", [Variant("ar"), Variant("sd", accepted=(3,))])
+    result = compare(str(run), str(run))
+    assert result.exit_code == 0 and "warning: run 1 is the same run as run 0 (r): it is compared with itself" \
+        in result.output, result.output
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["files"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    result = compare(str(run), "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["warnings"] == [
+        f"run 0 ({run}) lists no file hashes in its manifest: its tables could not be checked against what was "
+        "recorded"]
+
+
 def test_other_settings_are_noted_not_refused(tmp_path):
     a = write_run(tmp_path / "a", [Variant("ar")])
     b = write_run(tmp_path / "b", [Variant("ar")], manifest={"config": {"k": 6}})

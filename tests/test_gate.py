@@ -142,6 +142,8 @@ def test_a_variant_missing_from_the_candidate_is_flagged(tmp_path):
     ("outputs_match:true", "only 'false'"),
     ("speedup", "missing threshold"),
     ("speedup:exact", "'exact' is for deterministic metrics"),
+    ("speedup:-3%,speedup:-5%", "gives speedup two rules, 'speedup:-3%' and 'speedup:-5%'; keep one"),
+    ("acceptance_length:exact, acceptance_length:-2%", "gives acceptance_length two rules"),
     (",", "empty"),
 ])
 def test_malformed_fail_on_is_a_usage_error(tmp_path, text, fragment):
@@ -152,6 +154,11 @@ def test_malformed_fail_on_is_a_usage_error(tmp_path, text, fragment):
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
+
+
+def test_a_metric_given_twice_with_one_rule_is_checked_once():
+    assert [c.text for c in parse_fail_on("speedup:-3%,outputs_match:false,speedup:-3.0%")] == [
+        "speedup:-3%", "outputs_match:false"]
 
 
 def test_fail_on_needs_a_baseline(tmp_path):

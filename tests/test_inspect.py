@@ -88,6 +88,50 @@ def test_validate_without_cuda(tiny):
 
 
 def test_validate_refuses_what_does_not_fit(tiny, monkeypatch):
-    monkeypatch.setattr(inspect, "_available_mib", lambda device: 0.5)
+    monkeypatch.setattr(inspect, "_free_bytes", lambda device: 2**19)  # half a MiB free
     assert_one_line_error(runner.invoke(app, ["validate", "--target", str(tiny), "--draft", "self-int8"]),
                    "not enough memory on cpu", "0 MiB available")
+
+
+def test_validate_and_run_refuse_the_same_self_skip_layers(tmp_path):
+    """One truth: validate runs run's own checks, so a layer the model lacks is refused by both, alike."""
+    three = save_tiny_model(tmp_path / "three", vocab=64, seed=0, num_layers=3)
+    refused = assert_one_line_error(runner.invoke(app, ["validate", "--target", str(three), "--draft", "self-skip:7"]),
+                                    "cannot skip layer 7", "3 layers")
+    run = runner.invoke(app, ["run", "--target", str(three), "--draft", "self-skip:7", "--suite", "smoke",
+                              "--num-prompts", "1", "--max-new-tokens", "2", "--out", str(tmp_path / "run")])
+    assert assert_one_line_error(run) == refused
+    assert runner.invoke(app, ["validate", "--target", str(three), "--draft", "self-skip:1"]).exit_code == 0
+
+
+def test_validate_sizes_memory_by_the_models_context(tmp_path):
+    short = save_tiny_model(tmp_path / "short", vocab=64, seed=0, max_positions=256)
+    result = runner.invoke(app, ["validate", "--target", str(short), "--draft", "ngram"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # Rich wraps long lines
+    assert "1 sequence × 256 positions, the models' context" in text and "2048" not in text
+
+
+def test_ls_runs_names_a_missing_folder(tmp_path):
+    assert_one_line_error(runner.invoke(app, ["ls", "--runs", str(tmp_path / "nope")]), "--runs", "no such folder")
+    (tmp_path / "file").write_text("")
+    assert_one_line_error(runner.invoke(app, ["ls", "--runs", str(tmp_path / "file")]), "not a folder")
+
+
+def test_ls_runs_lists_runs_with_damaged_tables_as_damaged(tmp_path):
+    from synthetic_runs import Variant, write_run
+
+    runs = tmp_path / "runs"
+    for name in ("whole", "missing", "corrupt", "tampered"):
+        write_run(runs / name, [Variant("ar")])
+    (runs / "missing" / "steps.parquet").unlink()
+    (runs / "corrupt" / "requests.parquet").write_bytes(b"not parquet")
+    other = write_run(tmp_path / "other", [Variant("ar", 50.0)])
+    (other / "steps.parquet").replace(runs / "tampered" / "steps.parquet")  # another run's valid table
+    result = runner.invoke(app, ["ls", "--runs", str(runs), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    listed = {Path(r["path"]).name: r for r in json.loads(result.stdout)["runs"]}
+    assert listed["whole"]["state"] == "complete"
+    for name, fragment in (("missing", "steps.parquet is missing"), ("corrupt", "requests.parquet is corrupt"),
+                           ("tampered", "does not match the sha256")):
+        assert listed[name]["state"] == "damaged" and fragment in listed[name]["detail"], listed[name]

@@ -54,6 +54,15 @@ def test_malformed_core_lists_are_refused(tiny, tmp_path, flag, value, fragment)
     assert not (tmp_path / "run").exists()
 
 
+def test_a_core_the_machine_lacks_is_named_once(tiny, tmp_path):
+    past = CORES[-1] + 1  # never in this process's affinity
+    line = assert_one_line_error(run(tiny, tmp_path / "run", "--methods", "ar", "--target-device", f"cpu:{past}"),
+                                 f"--target-device cpu:{past}: core {past} is not available here")
+    assert "[" not in line
+    assert_one_line_error(run(tiny, tmp_path / "run", "--methods", "ar", "--target-device", f"cpu:{past}-{past + 3}"),
+                          f"cores {past},{past + 3} are not available here")
+
+
 @pytest.mark.parametrize("extra, fragment", [
     (("--methods", "ar,sd", "--sd-draft-device", "cpu"), "on CPU it shares the target's cores"),
     (("--methods", "ar,ssd", "--sd-draft-device", "cuda:1"), "no method of this run drafts in the target's process"),

@@ -214,3 +214,14 @@ def test_random_weights_with_synthetic_acceptance_runs_ar_sd_and_ssd(tmp_path):
     steps = pq.read_table(out / "steps.parquet").to_pandas()
     drafted = steps[steps["method"] != "ar"]
     assert (drafted["accepted"] == drafted["proposed"]).all()  # rate 1: a random pair accepts every draft
+
+
+def test_a_draft_that_may_propose_fewer_than_k_is_refused(tiny, tmp_path):
+    """The n-gram lookup proposes nothing where the text has no earlier match: a made-up rate over rounds
+    that drafted nothing would time nothing yet print a speedup."""
+    result = runner.invoke(app, run_args(tiny, tmp_path / "run", "--draft", "ngram", "--acceptance", "synthetic:0.8"))
+    assert_one_line_error(result, "--acceptance synthetic:0.8", "K=3", "--draft ngram may propose fewer")
+    assert not (tmp_path / "run").exists()
+    ar_only = runner.invoke(app, run_args(tiny, tmp_path / "ar", "--draft", "ngram", "--methods", "ar",
+                                          "--acceptance", "synthetic:0.8"))
+    assert ar_only.exit_code == 0, ar_only.output  # nothing drafts: nothing to refuse

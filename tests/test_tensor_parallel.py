@@ -112,6 +112,7 @@ def test_a_tp2_run_decodes_what_a_tp1_run_does_and_records_the_split(tiny_folder
     (("--tp", "2", "--methods", "ar,hf-generate"), ("--tp", "hf-generate", "drop it")),
     (("--tp", "2", "--engine", "native,hf"), ("--tp", "--engine native")),
     (("--tp", "2", "--draft", "self-skip:0"), ("--tp", "self-skip")),
+    (("--tp", "2", "--dtype", "float16"), ("--tp 2 splits float32 or bfloat16 weights, not --dtype float16",)),
 ])
 def test_what_tp_cannot_do_is_one_line(tiny_folder, tmp_path, extra, fragments):
     from cli_checks import assert_one_line_error

@@ -99,6 +99,8 @@ def _print_table(comparison, verdicts, summary: str | None) -> None:
     console = Console()
     if not console.is_terminal and console.width < 240:  # pipes and CI logs: no wrapped cells
         console.width = 240
+    for line in comparison.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(line)}")
     for line in comparison.mismatches:
         console.print(f"[bold yellow]warning:[/] {escape(line)} (--allow-mismatch)")
     for index, run in enumerate(comparison.runs):

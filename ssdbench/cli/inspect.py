@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
-from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, list_runs
-from ssdbench.run.settings import DEFAULT_DRAFT, DEFAULT_TARGET, DTYPES
+from ssdbench.cli.run_list import DEFAULT_RUNS_DIR, check_runs_folder, list_runs
+from ssdbench.run.settings import DEFAULT_DRAFT, DEFAULT_TARGET
 from ssdbench.errors import UsageError
 from ssdbench.records import strict_json
-from ssdbench.profiling.devices import check_device
 
 NOTABLE_PACKAGES = ("torch", "transformers", "flash-attn", "nvidia-ml-py", "pyarrow")
-CONTEXT_TOKENS = 2048  # per sequence, for validate's KV-cache estimate
+CONTEXT_TOKENS = 2048  # validate's one sequence, unless the models' context is shorter
 Format = Annotated[str, typer.Option("--format", help="table or json.")]
 
 
@@ -128,111 +127,77 @@ def _print_inventory(info: dict) -> None:
             (escape(r["path"]), r.get("methods", ""), r["state"], escape(r["detail"])) for r in info["runs"]]))
 
 
-RunsDir = Annotated[Path, typer.Option("--runs", help="Folder of run directories to list with their state "
-                                       "(complete, failed, interrupted, running, died).")]
+RunsDir = Annotated[Optional[Path], typer.Option(
+    "--runs", help="Folder of run directories to list with their state (complete, damaged, failed, interrupted, "
+    f"running, died). Default: ./{DEFAULT_RUNS_DIR} when it exists.", show_default=False)]
 
 
 @reports_errors
-def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = DEFAULT_RUNS_DIR, format: Format = "table") -> None:
+def ls_command(data_dir: opt.DataDir = None, runs: RunsDir = None, format: Format = "table") -> None:
     if format not in ("table", "json"):
         raise UsageError(f"--format must be 'table' or 'json', got {format!r}")
-    info = {**inventory(data_dir), "runs": list_runs(runs)}
+    if runs is not None:
+        check_runs_folder(runs)
+    info = {**inventory(data_dir), "runs": list_runs(runs or DEFAULT_RUNS_DIR)}
     if format == "json":
         typer.echo(strict_json.dumps(info, default=str))
     else:
         _print_inventory(info)
 
 
-def _available_mib(device) -> float | None:
+def _free_bytes(device: str) -> int | None:
+    """What `device` has free now (the run's own reading; tests replace it to see a refusal)."""
     from ssdbench.run.limits import available_bytes
 
-    free = available_bytes(str(device))
-    return None if free is None else free / 2**20
+    return available_bytes(device)
 
 
-def _memory_mib(config, dtype, *, weight_itemsize: float | None = None, tp: int = 1) -> tuple[float, float]:
-    """(weights, KV cache for one sequence of CONTEXT_TOKENS) in MiB for a model config (one rank's of `tp`)."""
-    from ssdbench.models.shape import ModelShape
-
-    shape = ModelShape.from_hf_config(config).tensor_parallel_shard(tp)
-    itemsize = dtype.itemsize
-    weights = shape.num_params() * (weight_itemsize or itemsize)
-    kv = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize * CONTEXT_TOKENS
-    return weights / 2**20, kv / 2**20
-
-
-def _check_tensor_parallel_memory(config, dtype: str, device: str, tp: int) -> None:
-    """Each of the target's `tp` ranks fits its device (one line naming the first that does not)."""
-    from ssdbench.models import memory_plan as mp
-    from ssdbench.models.shape import ModelShape
-    from ssdbench.models.tensor_parallel import rank_devices
-    from ssdbench.run.limits import available_bytes
-
-    ranks = rank_devices(str(device), tp)
-    for rank in ranks[1:]:
-        check_device(rank, flag=f"--tp {tp} (its rank on {rank})")
-    lengths = mp.Lengths(batch_size=1, prompt_tokens=CONTEXT_TOKENS, max_new_tokens=0, k=0)
-    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
-    needs = mp.tensor_parallel_needs(ModelShape.from_hf_config(config), lengths, devices=ranks, itemsize=itemsize)
-    short = mp.shortfall(needs, available_bytes)
-    if short is not None:
-        where, needed, free = short
-        raise UsageError(f"not enough memory on {where} for the target split over {tp} ranks: about "
-                         f"{mp.mib(needed)} needed, {mp.mib(free)} available")
-
-
-def _resolve_pair(target: str, draft: str, *, trust_remote_code: bool):
-    """(target source, draft source or None, draft description); vocabularies, tensor names and shapes checked."""
-    from ssdbench.models.drafts import parse_draft
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import check_same_vocabulary, check_weights_match_config, load_config, load_tokenizer
-
-    target_source = resolve_model(target, trust_remote_code=trust_remote_code)
-    check_weights_match_config(target_source, load_config(target_source))
-    choice = parse_draft(draft)
-    if choice.model_spec is None:
-        return target_source, None, choice.info.summary
-    draft_source = resolve_model(choice.model_spec, trust_remote_code=trust_remote_code)
-    check_weights_match_config(draft_source, load_config(draft_source))
-    check_same_vocabulary((load_config(target_source), load_tokenizer(target_source)),
-                          (load_config(draft_source), load_tokenizer(draft_source)))
-    return target_source, draft_source, f"{draft_source.name} ({draft_source.kind}: {draft_source.path})"
+def _memory_line(memory: dict, positions: int, *, is_context: bool) -> str:
+    """Each role's weights, KV cache and activations, the total, and what each device has free."""
+    roles = memory.get("roles")
+    if roles is None:
+        return f"memory: {memory['estimate']}"
+    parts = [f"{r['role']} {r['weights_mib']:,.1f} MiB + KV {r['kv_cache_mib']:,.1f} MiB + activations "
+             f"{r['activations_mib']:,.1f} MiB" for r in roles]
+    needed = sum(r["weights_mib"] + r["kv_cache_mib"] + r["activations_mib"] for r in roles)
+    free = ", ".join(f"{'unknown' if mib is None else f'{mib:,.0f} MiB'} on {device}"
+                     for device, mib in memory["available_mib"].items())
+    span = f"{positions} positions, the models' context" if is_context else f"{positions} tokens"
+    return f"memory: {'; '.join(parts)} (1 sequence × {span}) ≈ {needed:,.1f} MiB needed; {free} available"
 
 
 @reports_errors
 def validate_command(target: opt.Target = DEFAULT_TARGET, draft: opt.Draft = DEFAULT_DRAFT,
                      device: opt.Device = "cpu", dtype: opt.Dtype = "float32",
                      trust_remote_code: opt.TrustRemoteCode = False, tp: opt.TensorParallel = 1) -> None:
-    """Resolve target and draft, check vocabularies and memory; runs nothing."""
+    """Resolve target and draft, check vocabularies and memory; runs nothing.
+
+    The checks are `run`'s own (run.plan, run.model_checks, run.limits) on a plan of ar and sd
+    with one new token, for one sequence of CONTEXT_TOKENS or the models' context if shorter."""
     from rich.console import Console
 
-    from ssdbench.models.model_set import SELF_INT8, torch_dtype
-    from ssdbench.models.weights import load_config
+    from ssdbench.models.model_set import ModelSet
+    from ssdbench.run.limits import check_memory_of
+    from ssdbench.run.model_checks import check_models
+    from ssdbench.run.plan import build_plan
+    from ssdbench.run.settings import RunSettings
 
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    dev = check_device(device)
-    target_source, draft_source, draft_text = _resolve_pair(target, draft, trust_remote_code=trust_remote_code)
-    config = load_config(target_source)
-    if tp != 1:
-        _check_tensor_parallel_memory(config, dtype, device, tp)
-    weights, kv = _memory_mib(config, torch_dtype(dtype), tp=tp)
-    draft_weights, draft_kv = (0.0, 0.0)
-    if draft_source is not None:
-        draft_weights, draft_kv = _memory_mib(load_config(draft_source), torch_dtype(dtype))
-    elif draft == SELF_INT8:
-        draft_weights, draft_kv = _memory_mib(config, torch_dtype(dtype), weight_itemsize=1)
-    needed, available = weights + kv + draft_weights + draft_kv, _available_mib(dev)  # the first GPU: rank 0 + draft
-    if available is not None and needed > available:
-        raise UsageError(f"not enough memory on {dev}: about {needed:,.0f} MiB needed, {available:,.0f} MiB available")
+    plan = build_plan(RunSettings(target=target, draft=draft, device=device, dtype=dtype, tp=tp,
+                                  trust_remote_code=trust_remote_code, max_new_tokens=1))
+    models = ModelSet(plan.models)
+    limit = check_models(plan, models)
+    positions = min(CONTEXT_TOKENS, limit or CONTEXT_TOKENS)
+    prompt_tokens = max(positions - plan.decode.max_new_tokens - plan.draft_slack, 1)
+    memory = check_memory_of(plan, models, prompt_tokens, 1, available=_free_bytes)
+    source, draft_source = models.target_source, models.draft_source
+    draft_text = f"{draft_source.name} ({draft_source.kind}: {draft_source.path})" if draft_source \
+        else plan.draft.info.summary
     vocabulary = "shared by target and draft" if draft_source else "the target's (no separate draft model)"
     console = Console()
-    console.print(f"target: {target_source.name} ({target_source.kind}: {target_source.path})")
+    console.print(f"target: {source.name} ({source.kind}: {source.path})")
     console.print(f"draft: {draft_text}")
-    console.print(f"vocabulary: {vocabulary}, {config.vocab_size} tokens")
-    console.print(f"device: {dev} · dtype {dtype}" + (f" · target split over {tp} ranks (--tp)" if tp > 1 else ""))
-    console.print(f"memory: target{' rank 0' if tp > 1 else ''} {weights:,.1f} MiB + KV {kv:,.1f} MiB, draft {draft_weights:,.1f} MiB + KV "
-                  f"{draft_kv:,.1f} MiB (1 sequence × {CONTEXT_TOKENS} tokens) ≈ {needed:,.1f} MiB needed; "
-                  f"{'unknown' if available is None else f'{available:,.0f} MiB'} available")
+    console.print(f"vocabulary: {vocabulary}, {models.vocab_size} tokens")
+    console.print(f"device: {plan.models.device} · dtype {dtype}" + (f" · target split over {tp} ranks (--tp)" if tp > 1 else ""))
+    console.print(_memory_line(memory, positions, is_context=positions == limit))
     console.print("[green]ok[/]: the pair resolves, its weight files are whole and match config.json, it shares a "
                   "vocabulary and fits; nothing was run")

@@ -66,8 +66,6 @@ def project_command(
     _check(efficiency, target_gpus, draft_gpus, hit_rate, context, fan_out, acceptance, format)
     gpus = hw.parse_hardware(hardware)
     loaded = load_run(run)
-    if loaded.steps.empty:
-        raise UsageError(f"{run} has no recorded rounds: nothing to predict or project")
     measured = projection.measure_run(loaded)
     target, draft = roofline.resolve_models(loaded.manifest, target_shape=target_shape, draft_shape=draft_shape)
     check = projection.check_rows(measured, acceptance=acceptance)
@@ -85,6 +83,9 @@ def project_command(
                    "models": models, "check": check, "projection": rows, "notes": notes, "footnote": FOOTNOTE}
         typer.echo(json.dumps(_clean(payload)))
         return
+    if not measured.variants:  # the tables would be empty: the note says why
+        typer.echo(f"note: {notes[0]}")
+        return
     _print_tables(measured, check, rows, models, notes, efficiency=efficiency, context=context)
 
 
@@ -96,6 +97,9 @@ def _describe(model) -> str:
 def _notes(measured, check: list[dict], hit_rate) -> list[str]:
     from ssdbench.projection import GAP_FLAG
 
+    if not measured.variants:  # accepted like any run (README), but no round was timed to model
+        return [f"{measured.path} has no recorded rounds (each request ended at its first token): there is "
+                "nothing to predict or project"]
     notes = [f"{r['label']}: predicted {r['speedup_predicted']:.2f}× vs measured {r['speedup_measured']:.2f}× "
              f"({r['gap']:+.0%}, beyond ±{GAP_FLAG:.0%}): the model or the timing misses something"
              for r in check if r["is_flagged"]]

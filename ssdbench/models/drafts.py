@@ -21,6 +21,7 @@ class DraftKind:
     has_model: bool  # False: proposals come from a lookup, not a forward
     from_target: bool  # built from the target's own checkpoint
     engines: tuple[str, ...]  # engines it can be built on
+    may_propose_fewer: bool = False  # a lookup may find no match: fewer than K tokens a round, even none
 
 
 KINDS = {kind.name: kind for kind in (
@@ -29,7 +30,7 @@ KINDS = {kind.name: kind for kind in (
     DraftKind(SELF_INT8, "the target with weight-only int8 projections", has_model=True, from_target=True,
               engines=("native", "hf")),
     DraftKind(NGRAM, "prompt lookup: continue the latest earlier match of the text's suffix (no model)",
-              has_model=False, from_target=False, engines=("native", "hf")),
+              has_model=False, from_target=False, engines=("native", "hf"), may_propose_fewer=True),
     DraftKind(SELF_SKIP, "the target with some decoder layers skipped: 'self-skip:auto' (chosen by a short "
               "calibration on the suite) or 'self-skip:3,5,7'", has_model=True, from_target=True, engines=("native",)),
 )}

@@ -64,10 +64,10 @@ def _parse_cores(text: str, *, flag: str, spec: str, available: list[int]) -> tu
     cores: list[int] = []
     for part in text.split(","):
         low, high = _parse_range(part, flag=flag, spec=spec)
-        ends = [c for c in (low, high) if c not in available]  # before expanding: cpu:0-100000000
+        ends = sorted({c for c in (low, high) if c not in available})  # before expanding: cpu:0-100000000
         missing = ends or [c for c in range(low, high + 1) if c not in available]
         if missing:
-            raise UsageError(f"{flag} {spec}: core(s) {missing} not available here (available: {_span(available)})")
+            raise UsageError(f"{flag} {spec}: {_cores_are(missing)} not available here (available: {_span(available)})")
         cores.extend(range(low, high + 1))
     return tuple(sorted(set(cores)))
 
@@ -131,6 +131,11 @@ def default_placements(num_roles: int = 2) -> tuple[str, str]:
         target, draft = cores[:half], cores[half:]
         return f"cpu:{_span(target)}", f"cpu:{_span(draft)}"
     return "cpu", "cpu"
+
+
+def _cores_are(cores: list[int]) -> str:
+    """`core 9 is`, `cores 9,12 are`."""
+    return f"core {cores[0]} is" if len(cores) == 1 else f"cores {_span(cores)} are"
 
 
 def _span(cores: list[int]) -> str:

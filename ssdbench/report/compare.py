@@ -28,14 +28,16 @@ def _hardware(manifest: dict) -> dict:
 
 
 # What makes two runs' numbers incomparable: (name, how to read it from a manifest).
+# Weights and kernels are keyed by role (target, draft, ssd draft process) and compared on the
+# roles both runs have: a role one run lacks belongs to variants only the other measured.
 FAIRNESS: tuple[tuple[str, Callable[[dict], object]], ...] = (
     # first, so a refusal names it: synthetic acceptance (--acceptance) times rounds of a made-up
     # acceptance, never to be set beside the real rule
     ("acceptance", lambda m: m.get("acceptance", "exact")),
-    ("model weights", lambda m: m.get("model_hashes")),
+    ("model weights", lambda m: m.get("model_hashes")),  # per role
     ("dtype", lambda m: (m.get("config") or {}).get("dtype")),
     ("attention backend", lambda m: m.get("attention_backend")),
-    ("kernels", lambda m: m.get("kernels")),  # what each role ran, as probed (absent in older runs)
+    ("kernels", lambda m: m.get("kernels")),  # per role: what each ran, as probed (absent in older runs)
     ("hardware", _hardware),
     ("suite content", lambda m: (m.get("suite") or {}).get("sha256")),
 )
@@ -52,15 +54,53 @@ def _describe(value: object) -> str:
     return "unknown" if value is None else str(value)
 
 
+PER_ROLE = frozenset({"model weights", "kernels"})
+
+
+def shared_roles(first: object, other: object) -> tuple[object, object]:
+    """Two role-keyed values cut to the roles both hold (first's order); other values as they are.
+
+    An n-gram run has no draft weights and an `ar,sd` run no ssd draft process: neither is a
+    difference in what both runs measured.
+    """
+    if not (isinstance(first, dict) and isinstance(other, dict)):
+        return first, other
+    roles = [role for role in first if role in other]
+    return {r: first[r] for r in roles}, {r: other[r] for r in roles}
+
+
 def manifest_differences(runs: Sequence[Run]) -> list[str]:
     """One line per fairness field on which a run differs from run 0; empty when all agree."""
     lines = []
     for index, run in enumerate(runs[1:], start=1):
         for name, read in FAIRNESS:
             first, other = read(runs[0].manifest), read(run.manifest)
+            if name in PER_ROLE:
+                first, other = shared_roles(first, other)
             if first != other:
                 lines.append(f"{name} differs: run 0 has {_describe(first)}; run {index} has {_describe(other)}")
     return lines
+
+
+def identity_warnings(runs: Sequence[Run]) -> list[str]:
+    """Runs given twice (the same directory, or a copy with the same run id), and runs whose
+    tables were read unchecked because their manifest lists no file hashes."""
+    warnings = []
+    for index, run in enumerate(runs):
+        for earlier in range(index):
+            if _is_same_run(runs[earlier], run):
+                warnings.append(f"run {index} is the same run as run {earlier} "
+                                f"({run.manifest.get('run_id', run.path)}): it is compared with itself")
+                break
+        if not isinstance(run.manifest.get("files"), dict):
+            warnings.append(f"run {index} ({run.path}) lists no file hashes in its manifest: its tables could "
+                            "not be checked against what was recorded")
+    return warnings
+
+
+def _is_same_run(a: Run, b: Run) -> bool:
+    run_id = a.manifest.get("run_id")
+    return a.path.resolve() == b.path.resolve() or (run_id is not None and run_id == b.manifest.get("run_id"))
 
 
 # Settings that may legitimately differ between compared runs, but that a reader should know of.
@@ -117,6 +157,7 @@ class Comparison:
     rows: pd.DataFrame
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # runs given twice, tables that could not be checked
 
 
 def _labelled(runs: Sequence[Run], table: str) -> pd.DataFrame:
@@ -194,7 +235,7 @@ def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mism
         if base:
             unpaired = rows.loc[rows["speedup_pairs"] == 0, "label"]
             notes += [_unpaired_note(requests, label, base) for label in unpaired]
-    return Comparison(list(runs), base, rows, mismatches, notes)
+    return Comparison(list(runs), base, rows, mismatches, notes, identity_warnings(runs))
 
 
 def paired(frames: Sequence[pd.DataFrame], column: str) -> pd.DataFrame:

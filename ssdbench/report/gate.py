@@ -105,7 +105,19 @@ def parse_fail_on(text: str) -> list[Check]:
         checks.append(Check(METRICS[name], _parse_threshold(METRICS[name], threshold.strip(), part), part))
     if not checks:
         raise UsageError("--fail-on is empty; write METRIC:THRESHOLD[,...], e.g. decode_tokens_per_s:-5%")
-    return checks
+    return _one_rule_per_metric(checks)
+
+
+def _one_rule_per_metric(checks: list[Check]) -> list[Check]:
+    """A metric given twice with the same rule is checked once; with two rules the gate could not say
+    which one it applied, so that is refused."""
+    kept: dict[str, Check] = {}
+    for check in checks:
+        first = kept.setdefault(check.metric.name, check)
+        if first.limit != check.limit:
+            raise UsageError(f"--fail-on gives {check.metric.name} two rules, {first.text!r} and {check.text!r}; "
+                             "keep one")
+    return list(kept.values())
 
 
 def _variants(run: Run) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:

@@ -95,6 +95,8 @@ def to_markdown(comparison: Comparison, verdicts: Sequence = (), headline: str |
     """GitHub-flavoured Markdown: legend, mismatch warnings, the table, notes, gate verdicts."""
     out = ["### ssdbench compare", ""]
     out += [f"- {line}" for line in run_lines(comparison)]
+    for line in comparison.warnings:
+        out += ["", f"> **Warning:** {line}"]
     if comparison.mismatches:
         out += ["", "> **Warning: the runs differ in what makes a comparison fair (--allow-mismatch):**"]
         out += [f"> - {line}" for line in comparison.mismatches]
@@ -127,7 +129,7 @@ def to_payload(comparison: Comparison, verdicts: Sequence = (), exit_code: int |
         "runs": [{"index": i, "path": str(r.path), "run_id": r.manifest.get("run_id"), "partial": r.partial}
                  for i, r in enumerate(comparison.runs)],
         "baseline": comparison.baseline, "mismatches": comparison.mismatches, "notes": comparison.notes,
-        "rows": rows,
+        "warnings": comparison.warnings, "rows": rows,
         "gate": None if exit_code is None else {
             "exit_code": exit_code,
             "checks": [{"check": v.check, "run": v.run, "variant": v.variant, "status": v.status, "detail": v.detail}

@@ -133,6 +133,12 @@ def _engine_copies(plan: RunPlan) -> int:
 def check_memory(plan: RunPlan, models, workload, *, available=available_bytes) -> dict:
     """Refuse a run whose planned memory exceeds what is available; returns the plan for the manifest."""
     prompt_tokens = max(len(t) for t in workload.token_ids)
+    return check_memory_of(plan, models, prompt_tokens, workload.num_requests, available=available)
+
+
+def check_memory_of(plan: RunPlan, models, prompt_tokens: int, num_requests: int, *,
+                    available=available_bytes) -> dict:
+    """As `check_memory`, for `num_requests` prompts of at most `prompt_tokens` (validate: one filling the context)."""
     try:
         shapes = models.target_shape, models.draft_shape
     except UsageError as err:  # an architecture only transformers' engine runs: its shape is not read here
@@ -148,12 +154,12 @@ def check_memory(plan: RunPlan, models, workload, *, available=available_bytes) 
         return snapshot[device]
 
     def needs_of(trial: RunPlan) -> list[mp.RoleNeed]:
-        return role_needs(trial, shapes, prompt_tokens, workload.num_requests)
+        return role_needs(trial, shapes, prompt_tokens, num_requests)
 
     needs = needs_of(plan)
     short = mp.shortfall(needs, free)
     if short is not None:
-        raise UsageError(_memory_message(plan, needs_of, free, needs, short, workload.num_requests))
+        raise UsageError(_memory_message(plan, needs_of, free, needs, short, num_requests))
     return {"estimate": "weights, KV caches and the widest forward's activations (ssdbench.models.memory_plan)",
             "roles": [{"role": n.role, "device": n.device, "weights_mib": round(n.weights / 2**20, 1),
                        "kv_cache_mib": round(n.kv_cache / 2**20, 1), "activations_mib": round(n.activations / 2**20, 1)}

@@ -129,7 +129,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
     own_process = any(m.own_process for m in methods)
     target_place, draft_place = placements(settings, own_process=own_process)
     if settings.tp > 1:
-        _check_tensor_parallel(methods, draft, settings.engines, device=target_place.device, tp=settings.tp)
+        _check_tensor_parallel(methods, draft, settings.engines, device=target_place.device, tp=settings.tp,
+                               dtype=settings.dtype)
     decode = DecodeSettings(
         k=settings.k, max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
         repeats=settings.repeats, seed=settings.seed, ignore_eos=settings.ignore_eos,
@@ -138,6 +139,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
                              else settings.draft_temperature, top_p=settings.top_p),
         synthetic=parse_acceptance(settings.acceptance),
     )
+    _check_synthetic_proposals(decode, draft, methods)
     ssd = ssd_policy(settings) if own_process else None  # ssd is the method with a draft process of its own
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
@@ -173,6 +175,16 @@ def _check_methods(methods: tuple[Method, ...], draft: DraftChoice, engines: tup
                              f"add --engine {method.engines[0]}")
 
 
+def _check_synthetic_proposals(decode: DecodeSettings, draft: DraftChoice, methods: tuple[Method, ...]) -> None:
+    """Synthetic acceptance times rounds of K drafted tokens at a made-up rate: a draft that may propose
+    fewer (none, where the n-gram lookup finds no match) would time rounds that drafted nothing."""
+    if decode.synthetic is None or not draft.info.may_propose_fewer or not any(m.uses_draft for m in methods):
+        return
+    raise UsageError(f"--acceptance {decode.synthetic.label} needs K={decode.k} drafted tokens every round, but "
+                     f"--draft {draft.spec} may propose fewer (none where the text has no earlier match); "
+                     "use a draft model (e.g. --draft self-int8) or --acceptance exact")
+
+
 def _check_random_weights(methods: tuple[Method, ...], engines: tuple[str, ...]) -> None:
     """Random weights are built by the native engine only: no transformers model exists to run."""
     _require_native_only("--random-weights builds native models only", methods, engines)
@@ -198,10 +210,16 @@ def _cuda_graphs(settings: RunSettings, *devices: str) -> str:
     return settings.cuda_graphs
 
 
+TENSOR_PARALLEL_DTYPES = ("float32", "bfloat16")  # what --tp's help promises
+
+
 def _check_tensor_parallel(methods: tuple[Method, ...], draft: DraftChoice, engines: tuple[str, ...], *,
-                           device: str, tp: int) -> None:
+                           device: str, tp: int, dtype: str) -> None:
     """A tensor-parallel target is a native model split over processes: nothing may need it whole;
     on CUDA its ranks take `tp` consecutive GPUs from the target's."""
+    if dtype not in TENSOR_PARALLEL_DTYPES:
+        raise UsageError(f"--tp {tp} splits float32 or bfloat16 weights, not --dtype {dtype}; use --dtype bfloat16 "
+                         "or --tp 1")
     if torch.device(device).type == "cuda":
         check_device(rank_device(device, tp - 1), flag=f"--tp {tp} (its last rank)")
     _require_native_only("--tp splits the native engine's target", methods, engines)

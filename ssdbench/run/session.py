@@ -16,7 +16,6 @@ from ssdbench.decoding.workload import Workload
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.metrics.near_ties import greedy_divergences, next_token_logits
-from ssdbench.models.llama import check_skip_layers
 from ssdbench.models.model_set import ModelSet, torch_dtype
 from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
@@ -27,7 +26,8 @@ from ssdbench.profiling.placement import pinned
 from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, refuse_inside_run, stop_reason
 from ssdbench.report.timeline import plot_timeline
 from ssdbench.run.execute import count_units, run_all
-from ssdbench.run.limits import check_memory, check_new_tokens, context_limit, fit_prompts
+from ssdbench.run.limits import check_memory, context_limit, fit_prompts
+from ssdbench.run.model_checks import check_models
 from ssdbench.run.plan import RunPlan
 from ssdbench.suites import describe_template, load_suite, render_prompt_ids
 
@@ -191,14 +191,7 @@ def prepare(plan: RunPlan) -> tuple[ModelSet, Workload, dict]:
     """Resolve both models (clear errors if missing), check vocabularies, tokenise the suite, fit the context."""
     make_current(plan.models.device)
     models = ModelSet(plan.models)
-    models.target_source, models.draft_source  # noqa: B018 - resolving is the check
-    limit = context_limit(models)
-    check_new_tokens(plan, limit)  # before loading the tokenizer: 10^8 new tokens is refused at once
-    models.check_vocabularies()
-    models.check_weights()
-    _check_skip_layers(plan, models)
-    if plan.models.tp > 1:
-        models.target_shape.tensor_parallel_shard(plan.models.tp)  # refused before anything is claimed or started
+    limit = check_models(plan, models)  # the checks `validate` runs too
     workload, suite_info = prepare_workload(plan, models)
     workload, truncation = fit_prompts(plan, workload, limit)
     if truncation:
@@ -211,12 +204,6 @@ def calibrate_drafts(plan: RunPlan, models: ModelSet, workload: Workload) -> Non
     `check_limits` (a GPU's free memory would no longer count the target's weights)."""
     if plan.loads_draft_model and plan.draft.needs_calibration:
         models.calibrate_self_skip([list(t) for t in workload.token_ids], lookahead=plan.decode.k)
-
-
-def _check_skip_layers(plan: RunPlan, models: ModelSet) -> None:
-    """Given self-skip layers exist in the target (before anything is claimed or loaded)."""
-    if plan.draft.kind == SELF_SKIP and plan.draft.skip_layers is not None:
-        check_skip_layers(models.num_layers, plan.draft.skip_layers)
 
 
 def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:

@@ -99,12 +99,26 @@ def load_suite(name_or_path: str, *, data_dir: Path | None = None) -> Suite:
 def load_suite_file(path: Path) -> Suite:
     """A user's prompt file; the suite takes the file's name (`my.jsonl` → `my`)."""
     check_reachable(path, what="prompt file")
+    if path.is_dir():
+        kinds = ", ".join(READABLE_SUFFIXES[:-1]) + f" or {READABLE_SUFFIXES[-1]}"
+        raise SuiteError(f"{path} is a folder, not a prompt file ({kinds}){_prompt_files_in(path)}; "
+                         "--data-dir takes the folder of the built-in suites' files")
     if not path.is_file():
         raise SuiteError(f"prompt file not found: {path}")
     name = path.name
     for suffix in READABLE_SUFFIXES:
         name = name.removesuffix(suffix)
     return suite_from_files(name or "prompts", [path], source=str(path.resolve()))
+
+
+def _prompt_files_in(folder: Path) -> str:
+    """ " (it holds a.jsonl, b.json)": the prompt files directly in `folder`, to pick from; "" when none."""
+    try:
+        names = sorted(f.name for f in folder.iterdir() if f.is_file() and f.name.endswith(READABLE_SUFFIXES))
+    except OSError:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f" (it holds {shown})" if names else ""
 
 
 def list_suites(*, data_dir: Path | None = None) -> list[SuiteInfo]:
