@@ -65,7 +65,7 @@ def last_line(text: str) -> str:
     ("SIGINT", ("--methods", "ar"), 130, "interrupted", "interrupted (SIGINT, Ctrl-C)"),
     ("SIGTERM", ("--methods", "ar"), 143, "interrupted", "interrupted (SIGTERM)"),
     ("kill-children", ("--methods", "ssd"), 1, "failed", "DraftServerError"),
-    ("kill-children", ("--methods", "ar", "--tp", "2"), 1, "failed", "tensor-parallel rank 1 exited"),
+    ("kill-children", ("--methods", "ar", "--tp", "2"), 1, "failed", "tensor-parallel rank 1 was killed by SIGKILL"),
 ], ids=["sigint", "sigterm", "killed-ssd-draft", "dead-tp-rank"])
 def test_a_stopped_run_keeps_what_it_measured(tiny, tmp_path, how, extra, code, status, reason):
     out = tmp_path / "run"
