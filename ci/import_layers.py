@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kernels", ("ssdbench.kernels", "ssdbench.sampling", "ssdbench.profiling")),
     ("metrics", ("ssdbench.metrics",)),
     ("records", ("ssdbench.records",)),
-    ("base", ("ssdbench.errors", "ssdbench.paths", "ssdbench.machine_cache", "ssdbench.settings")),
+    ("base", ("ssdbench.errors", "ssdbench.paths", "ssdbench.machine_cache", "ssdbench.settings",
+              "ssdbench.spawning")),
 ]
 # modules of the first layout that sat at the top level; placed where they belong
 LEGACY = {"ssdbench.session": "run", "ssdbench.benchmark": "run", "ssdbench.sweep": "run",

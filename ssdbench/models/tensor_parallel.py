@@ -42,6 +42,7 @@ import torch.distributed as dist
 
 from ssdbench.errors import RankFailed, UsageError
 from ssdbench.models.shape import ModelShape
+from ssdbench.spawning import start_uninterrupted
 
 STOP = "stop"
 JOINING = "joining"
@@ -218,7 +219,7 @@ def launch(recipe: ShardRecipe, tp: int) -> TensorParallelModel:
     processes = [ctx.Process(target=_rank_main, args=(recipe, rank, tp, address, writer), daemon=True,
                              name=f"ssdbench-tp-rank{rank}") for rank, (_, writer) in enumerate(pipes, start=1)]
     for process in processes:
-        process.start()
+        start_uninterrupted(process)
     statuses = [reader for reader, _ in pipes]
     try:
         _wait_until_joining(processes, statuses)

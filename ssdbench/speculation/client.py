@@ -18,6 +18,7 @@ from ssdbench.speculation import mailbox as mb
 from ssdbench.speculation.codec import read_held_bonuses, read_proposal, write_outcomes
 from ssdbench.speculation.local import outcomes_of
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
+from ssdbench.spawning import start_uninterrupted
 from ssdbench.speculation.server import DraftSpec, serve
 
 START_TIMEOUT_S = 600.0
@@ -38,7 +39,7 @@ class DraftServer:
         self._expected = 0
 
     def __enter__(self) -> DraftServer:
-        self.process.start()
+        start_uninterrupted(self.process)
         if not self.box.wait_for(mb.STATUS, mb.STATUS_OK, is_alive=self._alive_and_starting, timeout_s=START_TIMEOUT_S):
             self._raise("the draft process did not start")
         self.kernels = json.loads(self.box.read_error() or "{}")  # what the draft process runs on
