@@ -7,7 +7,7 @@ OpenSSL (nothing here fetches models over the network), with `-j` jobs. The resu
 
     $XDG_CACHE_HOME/ssdbench/llama-server/<llama-cpp-python version>/
         bin/llama-server, bin/llama-quantize, build.json (what was built, how long it took)
-        models/target.gguf -> the embedded SmolLM2 GGUF; models/draft-Q4_0.gguf, a requantised copy
+        models/target.gguf, the embedded SmolLM2 GGUF (Q4_1); models/draft-Q4_0.gguf, a requantised copy
 
 and is reused while `build.json` is there. Run as `python -m ssdbench.endpoints.build_llama_server`.
 """
@@ -29,10 +29,14 @@ SOURCE_PACKAGE = "llama-cpp-python"
 SOURCE_VERSION = "0.3.36"  # pinned: a new version is a new cache folder, built anew
 TARGETS = ("llama-server", "llama-quantize")
 DRAFT_TYPE = "Q4_0"  # the draft: the embedded Q4_1 model requantised (cheaper per token, close in output)
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_OPENMP=OFF",
+    # -march=native turns on AMX where the CPU lists it, and ggml's AMX matmul then crashed the server at its
+    # first forward (SIGSEGV in ggml_backend_amx_mul_mat) on the Xeon dev machines; AVX-512 is kept.
+    f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}",
 )
 RECORD = "build.json"
 
@@ -103,13 +107,14 @@ def _fetch_sources(work: Path) -> Path:
 
 
 def _make_models(folder: Path, log) -> None:
-    """The embedded SmolLM2 GGUF as the target (linked, not copied) and a requantised copy as draft."""
+    """The embedded SmolLM2 GGUF as the target (a copy: the cache outlives the virtual environment it came
+    from) and a requantised copy as draft."""
     from ssdbench.models.embedded import embedded_gguf_path
 
     models = folder / "models"
     models.mkdir()
     target = models / "target.gguf"
-    target.symlink_to(embedded_gguf_path())
+    shutil.copyfile(embedded_gguf_path(), target)
     draft = models / f"draft-{DRAFT_TYPE}.gguf"
     _run([str(folder / "bin" / "llama-quantize"), "--allow-requantize", str(target), str(draft), DRAFT_TYPE],
          folder / "quantize.log", log)

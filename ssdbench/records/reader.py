@@ -68,6 +68,7 @@ class Run:
     requests: pd.DataFrame
     gpu: pd.DataFrame
     events: pd.DataFrame | None = None  # optional table: None when the run has none
+    endpoints: pd.DataFrame | None = None  # optional table: requests sent to serving engines (--endpoint)
 
 
 def _one_line(text: object) -> str:

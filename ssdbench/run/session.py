@@ -74,6 +74,8 @@ def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_inf
     manifest = {"config": settings.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
                 "attention_backend": plan.models.attention, "engines": list(plan.models.engines),
                 "order": _describe_order(plan.order), "acceptance": plan.decode.acceptance}
+    if plan.endpoints is not None:
+        manifest["endpoints"] = plan.endpoints.describe()
     if plan.decode.synthetic is not None:
         manifest["acceptance_note"] = ("synthetic acceptance: sd and ssd accepted drafts by coin flips, not by the "
                                        "target; their outputs are not the target's (ar's are)")
@@ -116,7 +118,8 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
         extra["greedy_divergences"] = _greedy_divergences(models, recorder)
     if recorder.events and plan.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
-    optional = {"events": recorder.events} if recorder.events else None
+    optional = {name: table for name, table in (("events", recorder.events), ("endpoints", recorder.endpoints))
+                if table} or None
     writer.finish(recorder.steps, recorder.requests, sampler.rows, extra, optional=optional)
     return recorder
 
