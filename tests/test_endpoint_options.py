@@ -59,5 +59,8 @@ def test_api_key_comes_from_the_environment_and_is_never_described():
     parsed = plan(["a=http://h:1"], api_key_env="MY_KEY", environ={"MY_KEY": "sk-secret"})
     assert parsed.api_key == "sk-secret"
     assert "sk-secret" not in repr(parsed) and "sk-secret" not in str(parsed.describe())
+    launched = plan(["a=http://h:1"], launches=["a=server --api-key sk-secret"], api_key_env="MY_KEY",
+                    environ={"MY_KEY": "sk-secret"})
+    assert launched.describe()["endpoints"]["a"]["launched_with"] == "server --api-key ***"
     with pytest.raises(UsageError, match="MY_KEY"):
         plan(["a=http://h:1"], api_key_env="MY_KEY", environ={})

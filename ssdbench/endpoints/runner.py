@@ -56,7 +56,8 @@ class EndpointRun:
         described = self.plan.describe()
         for name, info in described["endpoints"].items():
             info.update(self.servers[name].describe())
-            info["acceptance_source"] = BY_NAME[self.servers[name].kind].acceptance
+            # where this kind reports acceptance when it speculates; what each request carried is in endpoints.parquet
+            info["acceptance_source_if_speculating"] = BY_NAME[self.servers[name].kind].acceptance
             if name in self.logs:
                 info["launch_log"] = self.logs[name]
         return described

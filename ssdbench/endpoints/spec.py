@@ -44,7 +44,12 @@ class EndpointPlan:
         return [(e, c) for c in self.concurrency for e in self.endpoints]
 
     def describe(self) -> dict:
-        return {"endpoints": {e.name: e.describe() for e in self.endpoints}, "concurrency": list(self.concurrency),
+        """For the manifest; the API key, should a launch command hold it too, is masked there."""
+        endpoints = {e.name: e.describe() for e in self.endpoints}
+        for info in endpoints.values():
+            if self.api_key and info["launched_with"]:
+                info["launched_with"] = info["launched_with"].replace(self.api_key, "***")
+        return {"endpoints": endpoints, "concurrency": list(self.concurrency),
                 "request_timeout_s": self.request_timeout_s, "api_key_env": self.api_key_env,
                 "api_key": "given (not recorded)" if self.api_key else None}
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pandas as pd
 
 
-def per_variant(endpoints: pd.DataFrame) -> pd.DataFrame:
+def per_variant(endpoints: pd.DataFrame) -> list[dict]:
     """One row per endpoint variant: requests, failures, acceptance, tokens per chunk."""
     if endpoints.empty:
-        return pd.DataFrame()
+        return []
     rows = []
     for (method, engine), group in endpoints.groupby(["method", "engine"], sort=False):
         ok = group[group["status"] == "ok"]
@@ -30,19 +30,19 @@ def per_variant(endpoints: pd.DataFrame) -> pd.DataFrame:
             "acceptance_length": float(lengths.mean()) if len(lengths) else None,
             "tokens_per_chunk": float(sum(chunk_tokens) / len(chunk_tokens)) if chunk_tokens else None,
         })
-    return pd.DataFrame(rows)
+    return rows
 
 
 def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
     lines = []
-    for row in per_variant(endpoints).to_dict(orient="records"):
+    for row in per_variant(endpoints):
         line = f"{row['label']}: {row['requests'] - row['failed']}/{row['requests']} requests ok"
         if row["tokens_per_chunk"] is not None:
             line += f", {row['tokens_per_chunk']:.2f} tokens per streamed chunk"
         if row["acceptance_source"] is None:
             lines.append(line + "; no acceptance figures in its responses (no speculation, or none reported)")
             continue
-        if row["draft_acceptance_rate"] is not None:
+        if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
             line += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
                      f"{row['rate_per_request_median']:.3f} median per request")
         if row["acceptance_length"] is not None:
