@@ -165,3 +165,22 @@ def test_a_server_dying_mid_run_marks_requests_failed_and_keeps_the_rest(tmp_pat
     requests = pq.read_table(out / "requests.parquet").to_pandas()
     assert (requests["method"] == "dying").sum() == (table["status"] == "ok").sum()
     assert (requests["method"] == "ar").sum() == 4  # nothing recorded before the failure is lost
+
+
+def test_endpoints_alone_with_methods_none(servers, tmp_path):
+    plain, spec = servers
+    out = tmp_path / "run"
+    result = ssdbench("run", "--methods", "none", *SMALL, "--endpoint", f"plain={plain.url}",
+                      "--endpoint", f"spec={spec.url}", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    requests = pq.read_table(out / "requests.parquet").to_pandas()
+    assert sorted(set(requests["method"])) == ["plain", "spec"] and len(requests) == 4
+    assert pq.read_table(out / "steps.parquet").num_rows == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["methods"] == [] and manifest["config"]["endpoints_only"] is True
+
+
+def test_methods_none_without_an_endpoint_is_one_line():
+    result = ssdbench("run", "--methods", "none", *SMALL)
+    assert result.returncode == 2
+    assert "--methods none runs no method" in one_line_error(result)

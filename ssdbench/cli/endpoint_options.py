@@ -44,6 +44,20 @@ def parameters() -> list[inspect.Parameter]:
     ]
 
 
+def run_settings(values: dict, *, has_endpoints: bool):
+    """The run's settings; `--methods none` (serving engines only) needs an --endpoint."""
+    from ssdbench.cli import options as opt
+    from ssdbench.errors import UsageError
+    from ssdbench.run.settings import RunSettings
+
+    if values["methods"].strip() != "none":
+        return opt.settings_from_values(values)
+    if not has_endpoints:
+        raise UsageError("--methods none runs no method: give at least one --endpoint NAME=URL")
+    converted = {field: opt.BY_FIELD[field].to_setting(value) for field, value in values.items() if field != "methods"}
+    return RunSettings(**converted, methods=(), endpoints_only=True)
+
+
 def endpoint_plan(values: dict, *, reserved: tuple[str, ...]):
     from ssdbench.endpoints.spec import parse_endpoint_plan
 

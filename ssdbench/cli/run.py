@@ -28,7 +28,7 @@ def run_command(*, format: str = "table", **values) -> None:
     endpoint_values = {name: values.pop(name) for name in endpoint_options.FIELDS}
     from ssdbench.run.plan import build_plan  # here, not at the top: `ssdbench --help` stays free of torch
 
-    plan = build_plan(opt.settings_from_values(values))
+    plan = build_plan(endpoint_options.run_settings(values, has_endpoints=bool(endpoint_values["endpoint"])))
     endpoints = endpoint_options.endpoint_plan(endpoint_values, reserved=tuple(m.name for m in plan.methods))
     with signals_interrupt():
         if endpoints is None:

@@ -94,7 +94,7 @@ class RunPlan:
     @property
     def draft_slack(self) -> int:
         """Positions past prompt + new tokens that drafts write, for the widest method of the run."""
-        return max(m.draft_slack(self.decode.k) for m in self.methods)
+        return max((m.draft_slack(self.decode.k) for m in self.methods), default=0)
 
     @property
     def loads_draft_model(self) -> bool:

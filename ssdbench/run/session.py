@@ -111,7 +111,7 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
         telemetry = f"no GPU telemetry: models ran on {device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": models.weight_hashes(), "num_units": count_units(plan, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
-             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
+             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models) if plan.methods else None,
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
              "calibration": calibration, "ssd_channel": recorder.channels}
     if plan.decode.greedy and plan.decode.synthetic is None:
