@@ -81,6 +81,10 @@ def test_endpoints_beside_ar_recorded_and_compared(servers, tmp_path):
     assert (spec_rows["draft_tokens"] > 0).all() and spec_rows["verify_steps"].isna().all()
     assert table[table["method"] == "plain"]["acceptance_source"].isna().all()
     assert all(len(o) == len(n) for o, n in zip(table["chunk_offsets_ms"], table["chunk_tokens"]))
+    for (method, engine), group in table.groupby(["method", "engine"]):
+        spans = sorted((t, t + offsets[-1] * 1e6) for t, offsets in zip(group["t_start_ns"], group["chunk_offsets_ms"]))
+        overlapped = spans[1][0] < spans[0][1]
+        assert overlapped == (engine == "endpoint-c2"), (method, engine)  # c1: one at a time; c2: both in flight
     manifest = json.loads((out / "manifest.json").read_text())
     described = manifest["endpoints"]["endpoints"]["spec"]
     assert described["url"] == spec.url and described["model_reported"] == "smollm2"
