@@ -64,3 +64,18 @@ def test_api_key_comes_from_the_environment_and_is_never_described():
     assert launched.describe()["endpoints"]["a"]["launched_with"] == "server --api-key ***"
     with pytest.raises(UsageError, match="MY_KEY"):
         plan(["a=http://h:1"], api_key_env="MY_KEY", environ={})
+
+
+def test_ls_lists_the_endpoint_kinds():
+    import json
+
+    from typer.testing import CliRunner
+
+    from ssdbench.cli.main import app
+
+    result = CliRunner().invoke(app, ["ls", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    kinds = {k["name"]: k for k in json.loads(result.output)["endpoint_kinds"]}
+    assert set(kinds) == {"llama.cpp", "vllm", "sglang", "tensorrt-llm", "openai-compatible"}
+    assert kinds["vllm"]["acceptance"] == "vllm metrics.speculative_decoding"
+    assert "local_build" in kinds["llama.cpp"]
