@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch lies on this machine's disk; on a CUDA machine set TORCH_SPEC="torch".
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test clean
+.PHONY: install run test clean llama-server
 
 install: $(VENV)/.installed
 
@@ -20,7 +20,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 run: install
 	$(VENV)/bin/ssdbench run
 
-test: install
+# llama.cpp's server, built once into the user's cache (12 min measured on 2 busy cores), for the endpoint tests.
+llama-server: install
+	$(PY) -m ssdbench.endpoints.build_llama_server -j2
+
+test: install llama-server
 	$(PY) -m pytest -q
 
 clean:

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run", ("ssdbench.run",)),
     ("report", ("ssdbench.report",)),
     ("projection", ("ssdbench.projection",)),
-    ("methods", ("ssdbench.methods", "ssdbench.speculation")),
+    ("methods", ("ssdbench.methods", "ssdbench.speculation", "ssdbench.endpoints")),
     ("decoding", ("ssdbench.decoding",)),
     ("models", ("ssdbench.models", "ssdbench.suites")),
     ("kernels", ("ssdbench.kernels", "ssdbench.sampling", "ssdbench.profiling")),

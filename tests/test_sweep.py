@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from cli_checks import assert_one_line_error
 from cli_fixtures import save_tiny_model
 from ssdbench.cli.main import app
+from ssdbench.cli import endpoint_options
 
 runner = CliRunner()
 
@@ -99,7 +100,10 @@ def test_every_run_option_is_a_sweep_option(tiny_target):
         help_text = runner.invoke(app, [command, "--help"], terminal_width=250).output
         return set(re.findall(r"--[a-z][a-z0-9-]*", help_text))
 
-    missing = flags("run") - flags("sweep")
+    # the serving-engine options are run's alone (cli/endpoint_options.py): a sweep has no servers to start or stop
+    # (help may shorten a long flag: a prefix of one of them counts as it)
+    run_only = ["--" + field.replace("_", "-") for field in endpoint_options.FIELDS]
+    missing = {f for f in flags("run") - flags("sweep") if not any(r.startswith(f) for r in run_only)}
     assert missing == set()
 
 

@@ -73,6 +73,7 @@ def inventory(data_dir: Path | None) -> dict:
         "methods": [{"name": m.name, "note": m.summary} for m in METHODS.values()],
         "drafts": [{"name": d.name, "note": d.summary} for d in KINDS.values()],
         "engines": list(ENGINES),
+        "endpoint_kinds": _endpoint_kinds(),
         "attention_backends": [{"name": n, "available": ok, "reason": why} for n, ok, why in list_backends()],
         "suites": [{"name": s.name, "available": s.is_available, "description": s.description, "origin": s.origin,
                     "detail": s.detail} for s in list_suites(data_dir=data_dir)],
@@ -80,6 +81,16 @@ def inventory(data_dir: Path | None) -> dict:
         "aliases": _aliases(),
         "packages": _packages(),
     }
+
+
+def _endpoint_kinds() -> list[dict]:
+    from ssdbench.endpoints.build_llama_server import server_binary
+    from ssdbench.endpoints.kinds import KINDS
+
+    built = server_binary()
+    rows = [{"name": k.name, "acceptance": k.acceptance, "note": k.note} for k in KINDS]
+    rows[0]["local_build"] = str(built) if built else "not built (make llama-server)"
+    return rows
 
 
 def _yes(flag: bool) -> str:
@@ -106,6 +117,9 @@ def _print_inventory(info: dict) -> None:
         console.width = 160
     methods = [(m["name"], m["note"]) for m in info["methods"]]
     console.print(_table("methods", ("name", "what"), methods + [("engines", ", ".join(info["engines"]))]))
+    console.print(_table("serving engines (--endpoint NAME=URL)", ("kind", "acceptance read from", "note"), [
+        (k["name"], k["acceptance"], escape(k["note"] + (f" Local build: {k['local_build']}." if "local_build" in k
+                                                          else ""))) for k in info["endpoint_kinds"]]))
     console.print(_table("drafts (--draft)", ("name", "what"), [(d["name"], d["note"]) for d in info["drafts"]]))
     console.print(_table("attention backends", ("name", "available", "why not"), [
         (b["name"], _yes(b["available"]), escape(b["reason"])) for b in info["attention_backends"]]))

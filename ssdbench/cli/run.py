@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ssdbench.cli import endpoint_options
 from ssdbench.cli import options as opt
 from ssdbench.cli.errors import reports_errors
 from ssdbench.cli.signals import signals_interrupt
@@ -23,15 +25,23 @@ def run_command(*, format: str = "table", **values) -> None:
         raise UsageError(f"--format must be 'table' or 'json', got '{format}'")
     if values.get("num_prompts") is not None and values["num_prompts"] < 0:
         raise UsageError(f"--num-prompts must be >= 0, got {values['num_prompts']}")
+    endpoint_values = {name: values.pop(name) for name in endpoint_options.FIELDS}
     from ssdbench.run.plan import build_plan  # here, not at the top: `ssdbench --help` stays free of torch
 
-    plan = build_plan(opt.settings_from_values(values))
+    plan = build_plan(endpoint_options.run_settings(values, has_endpoints=bool(endpoint_values["endpoint"])))
+    endpoints = endpoint_options.endpoint_plan(endpoint_values, reserved=tuple(m.name for m in plan.methods))
     with signals_interrupt():
-        perform_run(plan, format=format)
+        if endpoints is None:
+            perform_run(plan, format=format)
+            return
+        from ssdbench.endpoints.session import endpoints_ready
+
+        with endpoints_ready(endpoints) as ready:  # launched servers stop when this block ends, however it ends
+            perform_run(dataclasses.replace(plan, endpoints=ready), format=format)
 
 
 run_command.__signature__ = opt.command_signature(
-    [opt.run_parameter(o) for o in opt.RUN_OPTIONS]
+    [opt.run_parameter(o) for o in opt.RUN_OPTIONS] + endpoint_options.parameters()
     + [opt.inspect.Parameter("format", opt.inspect.Parameter.KEYWORD_ONLY, default="table", annotation=opt.Format)])
 run_command = reports_errors(run_command)
 
@@ -54,6 +64,8 @@ def perform_run(plan: RunPlan, *, format: str = "table") -> None:
     finally:
         models.close()  # a tensor-parallel target's other ranks
     report_run(plan, outcome.path, outcome.recorder, console, format)
+    if plan.endpoints is not None:
+        endpoint_options.report_endpoints(outcome.recorder, console)
 
 
 def progress_bar(console: Console) -> Progress:

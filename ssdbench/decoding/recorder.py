@@ -42,6 +42,7 @@ class Recorder:
     steps: dict[str, list] = field(default_factory=lambda: empty_columns("steps"))
     requests: dict[str, list] = field(default_factory=lambda: empty_columns("requests"))
     events: dict[str, list] = field(default_factory=dict)  # the draft process's timeline (ssd)
+    endpoints: dict[str, list] = field(default_factory=dict)  # requests sent to serving engines (--endpoint)
     kernels: dict[str, dict] = field(default_factory=dict)  # role -> kernels it ran, for roles outside this process
     channels: dict[str, dict] = field(default_factory=dict)  # method -> its draft process channel and round trip
 

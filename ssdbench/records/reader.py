@@ -69,6 +69,7 @@ class Run:
     gpu: pd.DataFrame
     events: pd.DataFrame | None = None  # optional table: None when the run has none
     partial: str | None = None  # a run that stopped early, read from its partial tables: what stopped it, what it kept
+    endpoints: pd.DataFrame | None = None  # optional table: requests sent to serving engines (--endpoint)
 
 
 def _one_line(text: object) -> str:

@@ -25,7 +25,7 @@ TABLE_KEY = b"ssdbench.table"
 MANIFEST_NAME = "manifest.json"
 TABLE_NAMES = ("steps", "requests", "gpu")
 # Tables a run may lack (runs written before they existed, or methods that have none).
-OPTIONAL_TABLE_NAMES = ("events",)
+OPTIONAL_TABLE_NAMES = ("events", "endpoints")
 STATUS_RUNNING, STATUS_COMPLETE = "running", "complete"
 STATUS_FAILED, STATUS_INTERRUPTED = "failed", "interrupted"
 
@@ -114,6 +114,33 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("energy_mj", _F64, "energy since driver load; null where unsupported",
            nullable=True),
         _c("sm_clock_mhz", _F64, "SM clock", nullable=True),
+    ),
+    "endpoints": _REQUEST_KEY + (  # one row per request sent to a serving engine (--endpoint), failed ones too
+        _c("concurrency", _I32, "requests the client kept in flight (--concurrency)"),
+        _c("status", _STR, "ok, or failed (the request has no row in requests; error says why)"),
+        _c("error", _STR, "why the request failed; null when it did not", nullable=True),
+        _c("url", _STR, "the endpoint's base URL (never with credentials)"),
+        _c("model", _STR, "model the server named in its answer", nullable=True),
+        _c("t_start_ns", _I64, "request sent, time.time_ns()"),
+        _c("text", _STR, "the generated text as streamed", nullable=True),
+        _c("server_finish_reason", _STR, "finish reason as the server gave it (stop, length, ...)", nullable=True),
+        _c("token_source", _STR, "where requests.output_token_ids came from: server (ids it sent) or tokenizer "
+           "(the target's tokenizer on the streamed text)", nullable=True),
+        _c("completion_tokens", _I32, "tokens generated as the server counted them (usage)", nullable=True),
+        _c("chunk_offsets_ms", pa.list_(_F64), "arrival of each streamed chunk carrying output, from request "
+           "start (differences are the inter-chunk times)", nullable=True),
+        _c("chunk_tokens", pa.list_(_I32), "tokens each chunk carried (a speculating server may send several "
+           "at once)", nullable=True),
+        _c("acceptance_source", _STR, "the response field the acceptance figures were read from; null when "
+           "the server gave none", nullable=True),
+        _c("draft_tokens", _I64, "draft tokens proposed over the request", nullable=True),
+        _c("accepted_tokens", _I64, "of those, accepted", nullable=True),
+        _c("verify_steps", _I64, "target verify steps; null where the engine does not count them (llama.cpp)",
+           nullable=True),
+        _c("acceptance_length", _F64, "tokens per verify step, bonus included, as the engine reports it",
+           nullable=True),
+        _c("accepted_per_step", pa.list_(_I32), "accepted drafts per verify step, where the engine gives them",
+           nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),

@@ -26,7 +26,8 @@ def target_mbu(requests: pd.DataFrame, *, weight_bytes: float | None, bandwidth_
     for label, group in requests.groupby("label", sort=False):
         method = group["method"].iloc[0]
         decode_s = group["decode_ms"].to_numpy(dtype=float) / 1e3
-        if method == "hf-assisted":
+        # hf-assisted: forwards unknown; a serving engine (--endpoint): neither its forwards nor its weights are ours
+        if method == "hf-assisted" or str(group["engine"].iloc[0]).startswith("endpoint-"):
             out[label] = float("nan")
             continue
         one_per_token = method in ONE_FORWARD_PER_TOKEN

@@ -18,6 +18,7 @@ from ssdbench.decoding.loop import decode_batch
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.protocols import Proposer
 from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
+from ssdbench.endpoints.runner import EndpointRunner
 from ssdbench.methods.base import MethodContext, ProposerFactory
 from ssdbench.models.cuda_graphs import checked_mode, uses_cuda_graphs
 from ssdbench.models.model_set import ModelSet
@@ -31,8 +32,9 @@ from ssdbench.sampling.synthetic import SyntheticRule
 
 
 def count_units(plan: RunPlan, workload: Workload) -> int:
-    """Progress units: one per request per variant."""
-    return len(plan.variants) * workload.num_requests * plan.decode.repeats
+    """Progress units: one per request per variant (endpoint variants included)."""
+    num_endpoints = len(plan.endpoints.variants()) if plan.endpoints is not None else 0
+    return (len(plan.variants) + num_endpoints) * workload.num_requests * plan.decode.repeats
 
 
 @dataclass
@@ -47,20 +49,41 @@ def run_all(plan: RunPlan, models: ModelSet, workload: Workload, recorder: Recor
     the target's placement and thread count, so no method gets cores the others lack.
 
     Returns the cost calibration (projection.calibrate) taken on that placement afterwards."""
-    by_key = {v.key: v for v in plan.variants}
+    labels = {v.key: v.label for v in plan.variants}
+    endpoints = _endpoint_runners(plan, models, workload, recorder)
+    in_turn = {key: r for key, r in endpoints.items() if r.variant.concurrency == 1}  # scheduled like methods
+    labels.update({key: r.variant.label for key, r in in_turn.items()})
     with contextlib.ExitStack() as stack:
         # draft processes start before the target pins itself, so they do not inherit the target's cores
         runners = {v.key: stack.enter_context(_variant_runner(plan, v, plan.method_context(v.engine, models, workload,
                                                                                                recorder)))
                    for v in plan.variants}
+        runners.update(endpoints)
         stack.enter_context(pinned(plan.pinned))
         for runner in runners.values():  # first calls of a shape pay one-off kernel set-up; keep that out of the records
             runner.warm_up()
-        for unit in schedule(list(by_key), workload.num_requests, batch_size=plan.decode.batch_size,
+        for unit in schedule(list(labels), workload.num_requests, batch_size=plan.decode.batch_size,
                              repeats=plan.decode.repeats, order=plan.order):
             runners[unit.variant].run(unit.repeat, list(unit.request_idx))
-            advance(by_key[unit.variant].label, len(unit.request_idx))
+            advance(labels[unit.variant], len(unit.request_idx))
+        units = [(r, i) for r in range(plan.decode.repeats) for i in range(workload.num_requests)]
+        for key, runner in endpoints.items():
+            if key not in in_turn:  # concurrency N > 1: all requests at once, at most N in flight
+                runner.run_concurrent(units, lambda n, label=runner.variant.label: advance(label, n))
         return _calibrate(plan, models, workload)
+
+
+def _endpoint_runners(plan: RunPlan, models: ModelSet, workload: Workload, recorder: Recorder) -> dict:
+    """One EndpointRunner per endpoint variant (--endpoint), keyed like method variants."""
+    if plan.endpoints is None:
+        return {}
+    tokenizer = models.tokenizer
+
+    def tokenize(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
+
+    return {v.key: EndpointRunner(v, plan.endpoints, workload, plan.decode, recorder, tokenize)
+            for v in plan.endpoints.variants()}
 
 
 def _calibrate(plan: RunPlan, models: ModelSet, workload: Workload) -> dict | None:

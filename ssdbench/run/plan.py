@@ -16,6 +16,7 @@ import torch
 
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import DecodeSettings, Workload
+from ssdbench.endpoints.runner import EndpointRun
 from ssdbench.errors import UsageError
 from ssdbench.methods.base import Method, MethodContext, TRANSFORMERS
 from ssdbench.methods.registry import get_method
@@ -83,6 +84,7 @@ class RunPlan:
     threads: int | None
     timeline: bool
     out: Path | None
+    endpoints: EndpointRun | None = None  # serving engines run beside the methods (--endpoint), once probed
 
     @property
     def pinned(self) -> Placement | None:
@@ -92,7 +94,7 @@ class RunPlan:
     @property
     def draft_slack(self) -> int:
         """Positions past prompt + new tokens that drafts write, for the widest method of the run."""
-        return max(m.draft_slack(self.decode.k) for m in self.methods)
+        return max((m.draft_slack(self.decode.k) for m in self.methods), default=0)
 
     @property
     def loads_draft_model(self) -> bool:

@@ -75,6 +75,8 @@ def base_manifest(plan: RunPlan, models: ModelSet, workload: Workload, suite_inf
     manifest = {"config": settings.to_dict(), "suite": suite_info, "models": roles, "environment": capture_environment(),
                 "attention_backend": plan.models.attention, "engines": list(plan.models.engines),
                 "order": _describe_order(plan.order), "acceptance": plan.decode.acceptance}
+    if plan.endpoints is not None:
+        manifest["endpoints"] = plan.endpoints.describe()
     if plan.decode.synthetic is not None:
         manifest["acceptance_note"] = ("synthetic acceptance: sd and ssd accepted drafts by coin flips, not by the "
                                        "target; their outputs are not the target's (ar's are)")
@@ -118,14 +120,15 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
         telemetry = f"no GPU telemetry: models ran on {device}"
     extra = {"gpu_telemetry": telemetry, "model_hashes": model_hashes, "num_units": count_units(plan, workload),
              "memory_read_bandwidth_gbs": bandwidth and bandwidth.gbs,
-             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models),
+             "memory_read_bandwidth": bandwidth and bandwidth.describe(), "target_weight_bytes_per_forward": _weight_bytes(models) if plan.methods else None,
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
              "calibration": calibration, "ssd_channel": recorder.channels}
     if plan.decode.greedy and plan.decode.synthetic is None:
         extra["greedy_divergences"] = _greedy_divergences(models, recorder)
     if recorder.events and plan.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
-    optional = {"events": recorder.events} if recorder.events else None
+    optional = {name: table for name, table in (("events", recorder.events), ("endpoints", recorder.endpoints))
+                if table} or None
     writer.finish(recorder.steps, recorder.requests, sampler.rows, extra, optional=optional)
     return recorder
 

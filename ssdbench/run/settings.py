@@ -75,6 +75,7 @@ class RunSettings:
     trust_remote_code: bool = False  # let transformers run Python shipped in a model folder
     random_weights: bool = False  # published shapes (--target/--draft aliases) with random weights, for timing
     acceptance: str = "exact"  # exact | synthetic:RATE[,hit=H] (sampling/synthetic.py): a timing aid, outputs not the target's
+    endpoints_only: bool = False  # `run --methods none --endpoint ...`: serving engines only, no method runs
 
     def __post_init__(self) -> None:
         _check_finite(self)
@@ -101,7 +102,7 @@ class RunSettings:
             _check_choice("--engine", engine, ENGINES)
         _check_choice("--dtype", self.dtype, DTYPES)
         _check_choice("--linear-kernel", self.linear_kernel, LINEAR_KERNELS)
-        if not self.methods:
+        if not self.methods and not self.endpoints_only:
             raise UsageError("--methods is empty; `ssdbench ls` lists the methods")  # names are checked by the plan
         _check_choice("--backup", self.backup, BACKUPS)
         _check_choice("--truncate-prompts", self.truncate_prompts, TRUNCATE_SIDES)

@@ -1,0 +1,84 @@
+"""`ssdbench run`'s options for serving engines (--endpoint and friends), and the lines it prints about
+them after the summary. Kept out of options.RUN_OPTIONS: a sweep loads its models once and has no
+servers to start or stop."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any, List, Optional
+
+import typer
+
+from ssdbench.errors import RunFailed
+
+FIELDS = ("endpoint", "endpoint_launch", "endpoint_model", "concurrency", "request_timeout_s",
+          "endpoint_ready_timeout_s", "endpoint_api_key_env")
+MAX_FAILURES_SHOWN = 3
+
+
+def parameters() -> list[inspect.Parameter]:
+    def option(name: str, default: Any, annotation) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+    return [
+        option("endpoint", None, Annotated[Optional[List[str]], typer.Option(
+            "--endpoint", help="NAME=URL of an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM, llama.cpp's "
+            "llama-server) to run the suite against, beside the methods, on the same prompt tokens and sampling "
+            "settings; repeatable. Its variants are NAME@endpoint-cN.")]),
+        option("endpoint_launch", None, Annotated[Optional[List[str]], typer.Option(
+            "--endpoint-launch", help="NAME='command': start that endpoint's server with this shell command, wait "
+            "until it serves, stop it after the run (also on failure, Ctrl-C and SIGTERM); repeatable.")]),
+        option("endpoint_model", None, Annotated[Optional[List[str]], typer.Option(
+            "--endpoint-model", help="NAME=MODEL: the model to ask that endpoint for (default: the one it lists); "
+            "refused when the server does not serve it.")]),
+        option("concurrency", "1", Annotated[str, typer.Option(
+            "--concurrency", help="Comma list of requests kept in flight per endpoint, e.g. 1,8,32: one variant per "
+            "level. Level 1 takes its turn in the run's order like a method; higher levels run after it.")]),
+        option("request_timeout_s", 300.0, Annotated[float, typer.Option(
+            "--request-timeout-s", help="Fail an endpoint request that has not finished within this many seconds.")]),
+        option("endpoint_ready_timeout_s", 300.0, Annotated[float, typer.Option(
+            "--endpoint-ready-timeout-s", help="How long a launched server may take to start serving.")]),
+        option("endpoint_api_key_env", None, Annotated[Optional[str], typer.Option(
+            "--endpoint-api-key-env", help="Name of the environment variable holding the endpoints' API key (sent "
+            "as a bearer token; never recorded).")]),
+    ]
+
+
+def run_settings(values: dict, *, has_endpoints: bool):
+    """The run's settings; `--methods none` (serving engines only) needs an --endpoint."""
+    from ssdbench.cli import options as opt
+    from ssdbench.errors import UsageError
+    from ssdbench.run.settings import RunSettings
+
+    if values["methods"].strip() != "none":
+        return opt.settings_from_values(values)
+    if not has_endpoints:
+        raise UsageError("--methods none runs no method: give at least one --endpoint NAME=URL")
+    converted = {field: opt.BY_FIELD[field].to_setting(value) for field, value in values.items() if field != "methods"}
+    return RunSettings(**converted, methods=(), endpoints_only=True)
+
+
+def endpoint_plan(values: dict, *, reserved: tuple[str, ...]):
+    from ssdbench.endpoints.spec import parse_endpoint_plan
+
+    return parse_endpoint_plan(
+        list(values["endpoint"] or ()), list(values["endpoint_launch"] or ()), list(values["endpoint_model"] or ()),
+        concurrency=values["concurrency"], request_timeout_s=values["request_timeout_s"],
+        ready_timeout_s=values["endpoint_ready_timeout_s"], api_key_env=values["endpoint_api_key_env"],
+        reserved=reserved)
+
+
+def report_endpoints(recorder, console) -> None:
+    """Per endpoint variant, the acceptance it reported; then every failed request makes the run exit 1."""
+    import pandas as pd
+
+    from ssdbench.endpoints.runner import failures
+    from ssdbench.endpoints.summary import acceptance_lines
+
+    for line in acceptance_lines(pd.DataFrame(recorder.endpoints)):
+        console.print(line)
+    failed = failures(recorder)
+    if failed:
+        shown = "; ".join(failed[:MAX_FAILURES_SHOWN]) + (" ..." if len(failed) > MAX_FAILURES_SHOWN else "")
+        raise RunFailed(f"{len(failed)} endpoint request(s) failed (recorded as failed in endpoints.parquet, the "
+                        f"others kept): {shown}")

@@ -1,0 +1,78 @@
+"""An endpoint's request as records: a `requests` row like any method's (so compare, report and the
+gate pair it with methods and other endpoints), and an `endpoints` row with what only a server gives
+(chunks, text, acceptance) or why the request failed.
+
+TTFT is request start to the first chunk carrying output; decode time is that chunk to the stream's
+end; new tokens are the server's count (usage) where it gives one, else the output ids' count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.endpoints.request import Completion
+
+Tokenize = Callable[[str], list[int]]
+
+
+def key_columns(recorder: Recorder, key: RequestKey) -> dict:
+    return {"run_id": recorder.run_id, "method": key.method, "engine": key.engine, "suite": key.suite,
+            "prompt_id": key.prompt_id, "request_idx": key.request_idx, "repeat": key.repeat}
+
+
+def append(table: dict[str, list], row: dict) -> None:
+    for name, value in row.items():
+        table.setdefault(name, []).append(value)
+
+
+def output_ids(completion: Completion, tokenize: Tokenize) -> tuple[list[int], str, list[int]]:
+    """(output ids, their source, tokens per chunk): the server's ids where every chunk has them."""
+    if completion.chunks and all(c.token_ids is not None for c in completion.chunks):
+        per_chunk = [len(c.token_ids) for c in completion.chunks]
+        return [t for c in completion.chunks for t in c.token_ids], "server", per_chunk
+    per_chunk = [len(tokenize(c.text)) for c in completion.chunks]
+    return tokenize(completion.text), "tokenizer", per_chunk
+
+
+def record_success(recorder: Recorder, key: RequestKey, completion: Completion, *, prompt_ids: list[int], seed: int,
+                   temperature: float, concurrency: int, url: str, t_start_ns: int, tokenize: Tokenize) -> None:
+    ids, source, per_chunk = output_ids(completion, tokenize)
+    usage = completion.usage or {}
+    counted = usage.get("completion_tokens")
+    new_tokens = int(counted) if isinstance(counted, int) else len(ids)
+    decode_ms = (completion.end_ns - completion.first_token_ns) / 1e6
+    per_token = decode_ms / (new_tokens - 1) if new_tokens > 1 and decode_ms > 0 else None
+    append(recorder.requests, {
+        **key_columns(recorder, key), "batch_size": 1, "seed": seed, "temperature": temperature,
+        "prompt_tokens": len(prompt_ids), "new_tokens": new_tokens,
+        "ttft_ms": (completion.first_token_ns - completion.start_ns) / 1e6, "decode_ms": decode_ms,
+        "tpot_ms": per_token, "decode_tokens_per_s": 1000.0 / per_token if per_token else None, "rounds": 0,
+        "finish_reason": "eos" if completion.finish_reason == "stop" else "length",
+        "prompt_token_ids": list(prompt_ids), "output_token_ids": ids,
+    })
+    acceptance = completion.acceptance
+    append(recorder.endpoints, {
+        **key_columns(recorder, key), "concurrency": concurrency, "status": "ok", "error": None, "url": url,
+        "model": completion.model, "t_start_ns": t_start_ns, "text": completion.text,
+        "server_finish_reason": completion.finish_reason, "token_source": source,
+        "completion_tokens": int(counted) if isinstance(counted, int) else None,
+        "chunk_offsets_ms": [(c.t_ns - completion.start_ns) / 1e6 for c in completion.chunks],
+        "chunk_tokens": per_chunk,
+        "acceptance_source": acceptance and acceptance.source,
+        "draft_tokens": acceptance and acceptance.draft_tokens,
+        "accepted_tokens": acceptance and acceptance.accepted_tokens,
+        "verify_steps": acceptance and acceptance.verify_steps,
+        "acceptance_length": acceptance and acceptance.acceptance_length,
+        "accepted_per_step": list(acceptance.accepted_per_step) if acceptance and acceptance.accepted_per_step
+        else None,
+    })
+
+
+def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurrency: int, url: str,
+                   t_start_ns: int) -> None:
+    nulls = dict.fromkeys(("model", "text", "server_finish_reason", "token_source", "completion_tokens",
+                           "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
+                           "verify_steps", "acceptance_length", "accepted_per_step"))
+    append(recorder.endpoints, {**key_columns(recorder, key), "concurrency": concurrency, "status": "failed",
+                                "error": error, "url": url, "t_start_ns": t_start_ns, **nulls})

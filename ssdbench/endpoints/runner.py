@@ -1,0 +1,145 @@
+"""Every request of every endpoint variant, sent, timed and recorded.
+
+A variant is one endpoint at one concurrency (engine `endpoint-cN`). At concurrency 1 it takes its
+turn in the run's schedule like a method (`run(repeat, idx)`: the same order rules); at N > 1 all its
+requests go at once through a client that keeps at most N in flight (a pool of N threads, each
+request timed on its own) after the schedule. A failed request is recorded as failed with its reason
+and the run goes on; once an endpoint refuses connections, its remaining requests are recorded as not
+sent instead of each waiting for a timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
+from ssdbench.endpoints.http import RequestFailed
+from ssdbench.endpoints.kinds import BY_NAME
+from ssdbench.endpoints.preflight import ServerInfo
+from ssdbench.endpoints.records import Tokenize, record_failure, record_success
+from ssdbench.endpoints.request import Completion, Sampling, stream_completion
+from ssdbench.endpoints.spec import Endpoint, EndpointPlan, engine_label
+
+DOWN_MARKERS = ("connection refused", "cannot resolve")
+
+
+@dataclass(frozen=True)
+class EndpointVariant:
+    endpoint: Endpoint
+    server: ServerInfo
+    concurrency: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.endpoint.name, engine_label(self.concurrency)
+
+    @property
+    def label(self) -> str:
+        return f"{self.endpoint.name}@{engine_label(self.concurrency)}"
+
+
+@dataclass
+class EndpointRun:
+    """The endpoints of a run once probed (and launched): what the run layer hands the runner."""
+
+    plan: EndpointPlan
+    servers: dict[str, ServerInfo]
+    logs: dict[str, str] = field(default_factory=dict)  # name -> log file of a launched server
+
+    def variants(self) -> list[EndpointVariant]:
+        return [EndpointVariant(e, self.servers[e.name], c) for e, c in self.plan.variants()]
+
+    def describe(self) -> dict:
+        described = self.plan.describe()
+        for name, info in described["endpoints"].items():
+            info.update(self.servers[name].describe())
+            # where this kind reports acceptance when it speculates; what each request carried is in endpoints.parquet
+            info["acceptance_source_if_speculating"] = BY_NAME[self.servers[name].kind].acceptance
+            if name in self.logs:
+                info["launch_log"] = self.logs[name]
+        return described
+
+
+class EndpointRunner:
+    """Sends one variant's requests and records them."""
+
+    def __init__(self, variant: EndpointVariant, run: EndpointRun, workload: Workload, decode: DecodeSettings,
+                 recorder: Recorder, tokenize: Tokenize) -> None:
+        self.variant, self.run_plan, self.workload, self.decode = variant, run.plan, workload, decode
+        self.recorder, self.tokenize = recorder, tokenize
+        self.down_reason: str | None = None
+
+    def warm_up(self) -> None:
+        """One short unrecorded request, so the first recorded one pays no connection or graph set-up."""
+        try:
+            self._send(0, seed=self.decode.seed, max_new_tokens=WARMUP_TOKENS)
+        except RequestFailed as err:
+            self.down_reason = self.down_reason or _down(err)
+
+    def run(self, repeat: int, idx: list[int]) -> None:
+        """Requests one after another (concurrency 1), in the schedule's turn."""
+        for i in idx:
+            self._record(repeat, i, *self._attempt(repeat, i))
+
+    def run_concurrent(self, units: list[tuple[int, int]], advance) -> None:
+        """All (repeat, request) units with at most `concurrency` in flight; recorded as they finish."""
+        with ThreadPoolExecutor(max_workers=self.variant.concurrency, thread_name_prefix="endpoint") as pool:
+            futures = {pool.submit(self._attempt, repeat, i): (repeat, i) for repeat, i in units}
+            try:
+                for future in as_completed(futures):
+                    repeat, i = futures[future]
+                    self._record(repeat, i, *future.result())
+                    advance(1)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+
+    def _attempt(self, repeat: int, i: int) -> tuple[int, Completion | None, str | None]:
+        """(wall-clock start, completion, error): never raises for a failed request."""
+        t_start_ns = time.time_ns()
+        if self.down_reason is not None:
+            return t_start_ns, None, f"not sent: {self.down_reason}"
+        try:
+            completion = self._send(i, seed=self.decode.request_seed(i, repeat), max_new_tokens=self.decode.max_new_tokens)
+        except RequestFailed as err:
+            self.down_reason = self.down_reason or _down(err)
+            return t_start_ns, None, str(err)
+        return t_start_ns, completion, None
+
+    def _send(self, i: int, *, seed: int, max_new_tokens: int) -> Completion:
+        target = self.decode.target
+        sampling = Sampling(max_new_tokens=max_new_tokens, temperature=target.temperature, top_p=target.top_p,
+                            seed=seed, ignore_eos=self.decode.ignore_eos)
+        server = self.variant.server
+        return stream_completion(self.variant.endpoint.url, server.model, list(self.workload.token_ids[i]), sampling,
+                                 timeout_s=self.run_plan.request_timeout_s, api_key=self.run_plan.api_key,
+                                 extra=BY_NAME[server.kind].request_fields)
+
+    def _record(self, repeat: int, i: int, t_start_ns: int, completion: Completion | None, error: str | None) -> None:
+        name, engine = self.variant.key
+        key = RequestKey(name, engine, self.workload.suite, self.workload.prompt_ids[i], i, repeat)
+        common = {"concurrency": self.variant.concurrency, "url": self.variant.endpoint.url, "t_start_ns": t_start_ns}
+        if completion is None:
+            record_failure(self.recorder, key, error=error or "unknown", **common)
+            return
+        record_success(self.recorder, key, completion, prompt_ids=list(self.workload.token_ids[i]),
+                       seed=self.decode.request_seed(i, repeat), temperature=self.decode.target.temperature,
+                       tokenize=self.tokenize, **common)
+
+
+def _down(err: RequestFailed) -> str | None:
+    """The reason to stop sending to an endpoint: it no longer accepts connections."""
+    text = str(err)
+    return text if any(marker in text for marker in DOWN_MARKERS) else None
+
+
+def failures(recorder: Recorder) -> list[str]:
+    """`label: reason` for each failed endpoint request of the run."""
+    table = recorder.endpoints
+    if not table:
+        return []
+    rows = zip(table["method"], table["engine"], table["status"], table["error"])
+    return [f"{method}@{engine}: {error}" for method, engine, status, error in rows if status != "ok"]

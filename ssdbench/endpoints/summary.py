@@ -1,0 +1,53 @@
+"""The endpoints table → per-variant acceptance and streaming figures (DataFrame in, lines out).
+
+Acceptance is pooled over requests (Σ accepted / Σ drafted) and also given per request; an
+acceptance length only where the engine counts verify steps, never derived from a rate.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def per_variant(endpoints: pd.DataFrame) -> list[dict]:
+    """One row per endpoint variant: requests, failures, acceptance, tokens per chunk."""
+    if endpoints.empty:
+        return []
+    rows = []
+    for (method, engine), group in endpoints.groupby(["method", "engine"], sort=False):
+        ok = group[group["status"] == "ok"]
+        drafted = pd.to_numeric(ok["draft_tokens"], errors="coerce")
+        accepted = pd.to_numeric(ok["accepted_tokens"], errors="coerce")
+        rates = (accepted / drafted.where(drafted > 0)).dropna()
+        lengths = pd.to_numeric(ok["acceptance_length"], errors="coerce").dropna()
+        chunk_tokens = [n for chunks in ok["chunk_tokens"] if chunks is not None for n in chunks]
+        sources = sorted({s for s in ok["acceptance_source"] if isinstance(s, str)})
+        rows.append({
+            "label": f"{method}@{engine}", "requests": len(group), "failed": int((group["status"] != "ok").sum()),
+            "acceptance_source": ", ".join(sources) or None,
+            "draft_acceptance_rate": float(accepted.sum() / drafted.sum()) if drafted.sum() > 0 else None,
+            "rate_per_request_median": float(rates.median()) if len(rates) else None,
+            "acceptance_length": float(lengths.mean()) if len(lengths) else None,
+            "tokens_per_chunk": float(sum(chunk_tokens) / len(chunk_tokens)) if chunk_tokens else None,
+        })
+    return rows
+
+
+def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
+    lines = []
+    for row in per_variant(endpoints):
+        line = f"{row['label']}: {row['requests'] - row['failed']}/{row['requests']} requests ok"
+        if row["tokens_per_chunk"] is not None:
+            line += f", {row['tokens_per_chunk']:.2f} tokens per streamed chunk"
+        if row["acceptance_source"] is None:
+            lines.append(line + "; no acceptance figures in its responses (no speculation, or none reported)")
+            continue
+        if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
+            line += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
+                     f"{row['rate_per_request_median']:.3f} median per request")
+        if row["acceptance_length"] is not None:
+            line += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
+        else:
+            line += "; no acceptance length (the engine counts no verify steps)"
+        lines.append(f"{line} [from {row['acceptance_source']}]")
+    return lines

@@ -1,0 +1,42 @@
+"""The real llama.cpp server for endpoint tests: built by `make llama-server` into the user's cache,
+started here on 127.0.0.1 with the embedded SmolLM2 GGUF, with or without its Q4_0 draft."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from pathlib import Path
+
+import pytest
+
+from ssdbench.endpoints.build_llama_server import model_paths, server_binary
+
+DRAFT_MAX = 4
+
+
+def require_server() -> Path:
+    binary = server_binary()
+    if binary is None:
+        pytest.skip("llama-server is not built (make llama-server); CI builds it before the tests")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1) -> str:
+    binary = require_server()
+    target, draft_model = model_paths()
+    args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+            "-c", str(1024 * parallel), "-np", str(parallel), "--no-webui", "-a", "smollm2"]
+    if draft:
+        args += ["-md", str(draft_model), "--spec-type", "draft-simple", "--spec-draft-n-max", str(DRAFT_MAX),
+                 "--spec-draft-n-min", "0", "-td", str(threads)]
+    return shlex.join(args)
+
+
+def closed_port_url() -> str:
+    return f"http://127.0.0.1:{free_port()}"
