@@ -54,7 +54,13 @@ def stopped_run(target: Path, out: Path, how: str, *extra: str) -> subprocess.Co
     args = [sys.executable, "-c", ENTRY, how, str(STOP_AFTER), "run", "--target", str(target), "--suite", "smoke",
             "--num-prompts", "3", "--no-chat-template", "--max-new-tokens", "12", "--ignore-eos", "--repeats", "3",
             "--out", str(out), *extra]
-    return subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S)
+    return subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S, preexec_fn=_ctrl_c_as_in_a_terminal)
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default, as in a foreground job: a shell starts background jobs (a CI runner may
+    too) with SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def last_line(text: str) -> str:
