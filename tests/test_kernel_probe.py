@@ -58,6 +58,16 @@ def test_choice_per_row_count_switches_where_the_many_row_kernel_starts_to_win()
     assert tie.name == "x"  # within 10%: the earlier candidate
 
 
+def test_a_third_kernel_that_only_ties_does_not_cut_the_one_row_kernels_run():
+    """The int8 probe of one thread on an Intel Xeon (ms): int8_gemv came within 10% of int8_dot at 2 rows
+    and, being earlier, won the tie there; int8_dot must still keep every row count it is near-best at."""
+    trials = [_trial("int8_gemv", {1: 1.586, 2: 1.935, 4: 1.675, 8: 2.861, 32: 14.403, 128: 57.879}),
+              _trial("int8_dot", {1: 1.385, 2: 1.77, 4: 1.366, 8: 2.193, 32: 8.377, 128: 36.28}),
+              _trial("int8pack_mm", {1: 2.135, 2: 1.97, 4: 1.66, 8: 2.741, 32: 10.338, 128: 40.569}),
+              _trial("int8_dequant", {1: 6.087, 2: 5.469, 4: 5.375, 8: 6.099, 32: 12.52, 128: 29.215})]
+    assert probe.choose(trials).name == "int8_dot<33rows<=int8_dequant"
+
+
 def test_row_split_linear_dispatches_on_rows():
     w_few, w_many = torch.randn(6, 4), torch.randn(6, 4)  # [out, in]
     split = RowSplitLinear(MatmulLinear(w_few, None, device="cpu", dtype=torch.float32),

@@ -37,7 +37,7 @@ TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 # go to whichever kernel wins with many rows.
 PROBE_ROWS = (1, 2, 4, 8, 32, 128)
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_VERSION = "probe4"  # in the cache key: choices an earlier probe made are not reused
+PROBE_VERSION = "probe5"  # in the cache key: choices an earlier probe made are not reused
 PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
 
@@ -141,9 +141,11 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
 
     The rows compared are those every working trial was timed at. The one-row kernel keeps the
-    row counts up to the last of its unbroken run of wins from one row up; every larger call
-    goes to the many-rows kernel (between probed counts, a row-streaming kernel's cost grows
-    with the rows, a GEMM's hardly). A near-tie goes to the earlier candidate.
+    row counts from one row up for as long as it stays within CLOSE_ENOUGH of the fastest there;
+    every larger call goes to the many-rows kernel (between probed counts, a row-streaming
+    kernel's cost grows with the rows, a GEMM's hardly). A near-tie goes to the earlier candidate.
+    (The one-row kernel's run once ended where a third kernel merely tied it: at 2 rows int8_gemv
+    came within 10% of int8_dot, and every call of 2 to 127 rows went to int8_dequant, 4x slower.)
     """
     working = [t for t in trials if t.works]
     if not working:
@@ -156,7 +158,9 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     few, many = winners[0][1], winners[-1][1]
     if few == many:
         return DenseChoice(few, many, 1, tuple(trials))
-    last_few = next(r for (r, w), (_, after) in zip(winners, winners[1:]) if after != few)
+    few_trial = next(t for t in working if t.kernel == few)
+    near_best = [few_trial.ms(r) <= min(t.ms(r) for t in working) * CLOSE_ENOUGH for r, _ in winners]
+    last_few = next(r for (r, _), keeps, after in zip(winners, near_best, near_best[1:] + [False]) if keeps and not after)
     return DenseChoice(few, many, last_few + 1, tuple(trials))
 
 
