@@ -66,6 +66,9 @@ def test_a_third_kernel_that_only_ties_does_not_cut_the_one_row_kernels_run():
               _trial("int8pack_mm", {1: 2.135, 2: 1.97, 4: 1.66, 8: 2.741, 32: 10.338, 128: 40.569}),
               _trial("int8_dequant", {1: 6.087, 2: 5.469, 4: 5.375, 8: 6.099, 32: 12.52, 128: 29.215})]
     assert probe.choose(trials).name == "int8_dot<33rows<=int8_dequant"
+    gemv_ties_at_one_row = [_trial("int8_gemv", {1: 1.45, 2: 1.935, 4: 1.675, 8: 2.861, 32: 14.403, 128: 57.879}),
+                            *trials[1:]]
+    assert probe.choose(gemv_ties_at_one_row).name == "int8_dot<33rows<=int8_dequant"  # the longer near-best run
 
 
 def test_row_split_linear_dispatches_on_rows():

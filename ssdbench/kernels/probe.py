@@ -140,8 +140,8 @@ def time_and_choose(trials: Sequence[KernelTrial], factory: Callable[[str], Fact
 def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
 
-    The rows compared are those every working trial was timed at. The one-row kernel keeps the
-    row counts from one row up for as long as it stays within CLOSE_ENOUGH of the fastest there;
+    The rows compared are those every working trial was timed at. The one-row kernel is the one that
+    stays within CLOSE_ENOUGH of the fastest from one row up the longest, and keeps those row counts;
     every larger call goes to the many-rows kernel (between probed counts, a row-streaming
     kernel's cost grows with the rows, a GEMM's hardly). A near-tie goes to the earlier candidate.
     (The one-row kernel's run once ended where a third kernel merely tied it: at 2 rows int8_gemv
@@ -153,15 +153,24 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
         raise RuntimeError(f"no dense linear kernel works here ({reasons})")
     if not all(t.ms_by_rows for t in working):  # untimed (a single candidate): nothing to choose
         return DenseChoice(working[0].kernel, working[0].kernel, 1, tuple(trials))
-    rows = set.intersection(*(set(dict(t.ms_by_rows)) for t in working))
-    winners = [(r, _fastest(working, r)) for r in sorted(rows)]
-    few, many = winners[0][1], winners[-1][1]
-    if few == many:
-        return DenseChoice(few, many, 1, tuple(trials))
-    few_trial = next(t for t in working if t.kernel == few)
-    near_best = [few_trial.ms(r) <= min(t.ms(r) for t in working) * CLOSE_ENOUGH for r, _ in winners]
-    last_few = next(r for (r, _), keeps, after in zip(winners, near_best, near_best[1:] + [False]) if keeps and not after)
+    rows = sorted(set.intersection(*(set(dict(t.ms_by_rows)) for t in working)))
+    many = _fastest(working, rows[-1])
+    runs = [(_near_best_run(t, working, rows), t.kernel) for t in working]  # candidate order: the earlier wins a tie
+    last_few, few = max(runs, key=lambda run: run[0])
+    if last_few == rows[-1] or few == many:  # one kernel serves every row count
+        return DenseChoice(few, few, 1, tuple(trials))
     return DenseChoice(few, many, last_few + 1, tuple(trials))
+
+
+def _near_best_run(trial: KernelTrial, working: Sequence[KernelTrial], rows: Sequence[int]) -> int:
+    """The largest row count up to which `trial` is within CLOSE_ENOUGH of the fastest at every probed count
+    from one row up; 0 where it is not even at one row."""
+    last = 0
+    for r in rows:
+        if trial.ms(r) > min(t.ms(r) for t in working) * CLOSE_ENOUGH:
+            break
+        last = r
+    return last
 
 
 def _fastest(working: Sequence[KernelTrial], rows: int) -> str:
