@@ -51,7 +51,9 @@ def test_choice_per_row_count_switches_where_the_many_row_kernel_starts_to_win()
     prefill = probe.choose([_trial("stream", {1: 1.0, 8: 2.0, 32: 8.0}), _trial("gemm", {1: 2.0, 8: 2.5, 32: 3.0})])
     assert prefill.name == "stream<9rows<=gemm"  # a 20-token prompt goes to the GEMM, not the streamer
     broken_run = probe.choose([_trial("a", {1: 1.0, 2: 3.0, 4: 1.0, 8: 9.0}), _trial("b", {1: 2, 2: 2, 4: 2, 8: 2})])
-    assert broken_run.split_rows == 2  # b from the first row count a loses at
+    assert broken_run.name == "a<5rows<=b"  # a 1.5x off at 2 rows beats b 2x off at 1 and 4 rows
+    worse = probe.choose([_trial("a", {1: 1.0, 2: 3.0, 4: 1.9, 8: 9.0}), _trial("b", {1: 2, 2: 2, 4: 2, 8: 2})])
+    assert worse.name == "a<2rows<=b"  # b from the first row count a loses at, where nothing is gained later
     only = probe.choose([flat, _trial("c", {1: 3.0, 2: 3.0, 4: 3.0, 8: 3.0})])
     assert (only.few, only.many, only.name) == ("b", "b", "b")
     tie = probe.choose([_trial("x", {1: 1.05, 2: 1, 4: 1, 8: 1}), _trial("y", {1: 1.0, 2: 1, 4: 1, 8: 1})])

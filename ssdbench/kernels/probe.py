@@ -37,7 +37,7 @@ TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 # go to whichever kernel wins with many rows.
 PROBE_ROWS = (1, 2, 4, 8, 32, 128)
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_VERSION = "probe5"  # in the cache key: choices an earlier probe made are not reused
+PROBE_VERSION = "probe6"  # in the cache key: choices an earlier probe made are not reused
 PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
 
@@ -138,14 +138,16 @@ def time_and_choose(trials: Sequence[KernelTrial], factory: Callable[[str], Fact
 
 
 def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
-    """The fastest working kernel for one row, the fastest for the most rows, and where to switch.
+    """One kernel, or one for calls of few rows and another for the rest: whichever assignment of the
+    probed row counts comes closest to the fastest kernel at every one of them.
 
-    The rows compared are those every working trial was timed at. The one-row kernel is the one that
-    stays within CLOSE_ENOUGH of the fastest from one row up the longest, and keeps those row counts;
-    every larger call goes to the many-rows kernel (between probed counts, a row-streaming
-    kernel's cost grows with the rows, a GEMM's hardly). A near-tie goes to the earlier candidate.
-    (The one-row kernel's run once ended where a third kernel merely tied it: at 2 rows int8_gemv
-    came within 10% of int8_dot, and every call of 2 to 127 rows went to int8_dequant, 4x slower.)
+    The rows compared are those every working trial was timed at. Each assignment (a kernel for all
+    rows, or a few-rows kernel up to a probed count and a many-rows kernel above it) is scored by its
+    worst ratio to the fastest time at any probed count; among those within CLOSE_ENOUGH of the best
+    score, one kernel beats two, then the earlier candidates win. Between probed counts the split
+    sits just above the last count the few-rows kernel serves (a row-streaming kernel's cost grows with
+    the rows, a GEMM's hardly). Judging by the single winner at one row and at the most rows once
+    sent every call of 2 to 127 rows to a kernel 4x slower there, where a third kernel tied at 2 rows.
     """
     working = [t for t in trials if t.works]
     if not working:
@@ -154,28 +156,20 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     if not all(t.ms_by_rows for t in working):  # untimed (a single candidate): nothing to choose
         return DenseChoice(working[0].kernel, working[0].kernel, 1, tuple(trials))
     rows = sorted(set.intersection(*(set(dict(t.ms_by_rows)) for t in working)))
-    many = _fastest(working, rows[-1])
-    runs = [(_near_best_run(t, working, rows), t.kernel) for t in working]  # candidate order: the earlier wins a tie
-    last_few, few = max(runs, key=lambda run: run[0])
-    if last_few == rows[-1] or few == many:  # one kernel serves every row count
-        return DenseChoice(few, few, 1, tuple(trials))
-    return DenseChoice(few, many, last_few + 1, tuple(trials))
-
-
-def _near_best_run(trial: KernelTrial, working: Sequence[KernelTrial], rows: Sequence[int]) -> int:
-    """The largest row count up to which `trial` is within CLOSE_ENOUGH of the fastest at every probed count
-    from one row up; 0 where it is not even at one row."""
-    last = 0
-    for r in rows:
-        if trial.ms(r) > min(t.ms(r) for t in working) * CLOSE_ENOUGH:
-            break
-        last = r
-    return last
-
-
-def _fastest(working: Sequence[KernelTrial], rows: int) -> str:
-    best = min(t.ms(rows) for t in working)
-    return next(t.kernel for t in working if t.ms(rows) <= best * CLOSE_ENOUGH)
+    best = {r: min(t.ms(r) for t in working) for r in rows}
+    scored = []  # (worst ratio, kernels used, candidate order, choice)
+    for f, few in enumerate(working):
+        whole = max(few.ms(r) / best[r] for r in rows)
+        scored.append((whole, 1, (f, f), DenseChoice(few.kernel, few.kernel, 1, tuple(trials))))
+        for m, many in enumerate(working):
+            if m == f:
+                continue
+            for cut in range(1, len(rows)):  # rows[:cut] to `few`, the rest to `many`
+                worst = max((few if i < cut else many).ms(r) / best[r] for i, r in enumerate(rows))
+                scored.append((worst, 2, (f, m), DenseChoice(few.kernel, many.kernel, rows[cut - 1] + 1, tuple(trials))))
+    least = min(score for score, *_ in scored)
+    close = [entry for entry in scored if entry[0] <= least * CLOSE_ENOUGH]
+    return min(close, key=lambda entry: (entry[1], entry[2]))[3]
 
 
 def _capped(shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
