@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 run: install
 	$(VENV)/bin/ssdbench run
 
-# llama.cpp's server, built once into the user's cache (12 min measured on 2 busy cores), for the endpoint tests.
+# llama.cpp's server, built once into the user's cache (12 min measured on 2 busy cores, a few on idle ones), for the endpoint tests.
 llama-server: install
 	$(PY) -m ssdbench.endpoints.build_llama_server -j2
 
