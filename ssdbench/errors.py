@@ -1,6 +1,12 @@
 """Errors that are the user's to fix: the CLI prints them as one line and exits with 2."""
 
 
+def error_line(err: BaseException) -> str:
+    """`Type: first line of the message` (the type alone for an empty message): why something failed, as one line."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
 class SsdbenchError(Exception):
     """A known problem with input or environment; `str(err)` is the whole message."""
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ssdbench.errors import error_line
 from ssdbench.machine_cache import cache_file, read_entries, write_entry
 from ssdbench.profiling.environment import cpu_model
 
@@ -87,7 +88,7 @@ def check_kernel(name: str, make: Factory, *, device, dtype: torch.dtype, tolera
     try:
         got = make(w, b)(x.to(device=device, dtype=dtype)).double().cpu()
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:
-        return KernelTrial(name, works=False, reason=_one_line(err))
+        return KernelTrial(name, works=False, reason=error_line(err))
     if tolerance is None:
         tolerance = 0.05 if dtype in (torch.bfloat16, torch.float16) else 1e-3
     error = float(((got - want).abs().max() / want.abs().max()))
@@ -175,10 +176,6 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
 def _capped(shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Shapes scaled down (out first) to at most MAX_PROBE_ELEMENTS weights, so a 70B probe stays cheap."""
     return [(i, max(1, min(o, MAX_PROBE_ELEMENTS // i))) for i, o in shapes]
-
-
-def _one_line(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
 
 
 # ---- the per-machine cache of choices ----

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from ssdbench.errors import RankFailed, UsageError
+from ssdbench.errors import RankFailed, UsageError, error_line
 from ssdbench.models.shape import ModelShape
 from ssdbench.spawning import start_uninterrupted
 
@@ -255,7 +255,7 @@ def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]
         doing = "while decoding"
         _serve(local, control, rank_device(recipe.device, rank))
     except Exception as err:  # noqa: BLE001 - any failure of this rank is reported the same way
-        _say(status, f"failed {doing}: {_one_line(err)}")
+        _say(status, f"failed {doing}: {error_line(err)}")
         raise SystemExit(1) from None
     dist.destroy_process_group()
 
@@ -323,11 +323,6 @@ def _how_it_ended(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         return f"was killed by {signal.Signals(-exitcode).name}"
     return f"exited with code {exitcode}"
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _join_groups(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]):
