@@ -13,7 +13,8 @@ pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is
                                 reason=f"gemv.c cannot be built here: {gemv_unavailable_reason('cpu', torch.float32)}")
 
 LENGTHS = [5, 9, 7]  # three rows, each at its own length
-OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant"})  # torch's: the probe may pick them for tiny shapes
+# torch's: the probe may pick them for tiny shapes
+OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_fbgemm", "int8_onednn"})
 
 
 def twins(kind: str, weights: str):
@@ -216,8 +217,8 @@ def test_a_split_between_two_of_our_kernels_stays_fused_on_both_sides():
     from ssdbench.models.int8 import Int8DotLinear
 
     hf = tiny_hf_model("llama")
-    fused, plain = (native_of(hf, max_len=64, weights="int8", disabled_kernels=frozenset({"int8pack_mm",
-                    "int8_dequant", "int8_dot"})) for _ in range(2))
+    fused, plain = (native_of(hf, max_len=64, weights="int8", disabled_kernels=OTHER_INT8_KERNELS | {"int8_dot"})
+                    for _ in range(2))
     plain.fused_decode = False
     for model in (fused, plain):
         for layer in model.layers:

@@ -7,8 +7,10 @@ import torch
 
 from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason
+from ssdbench.models.int8_dynamic import ENGINES, INT8_FBGEMM, INT8_ONEDNN, dynamic_unavailable_reason
 from ssdbench.models.int8 import (INT8_CANDIDATES, INT8_DEQUANT, INT8_GEMV, INT8_PACK, Int8DequantLinear,
-                                  Int8DotLinear, Int8GemvLinear, Int8PackLinear, quantize_int8, select_int8_kernel)
+                                  INT8_CLASSES, Int8DotLinear, Int8GemvLinear, Int8PackLinear, quantize_int8,
+                                  select_int8_kernel)
 
 SHAPES = ((32, 48), (48, 32))
 needs_gemv = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
@@ -138,6 +140,33 @@ def test_every_int8_kernel_computes_the_same_quantised_linear():
         torch.testing.assert_close(Int8PackLinear(w, b, device="cpu")(x).double(), want, atol=0.1, rtol=0.02)
     if gemv_i8_unavailable_reason("cpu") is None:
         torch.testing.assert_close(Int8GemvLinear(w, b, device="cpu")(x).double(), want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", [INT8_FBGEMM, INT8_ONEDNN])
+def test_the_quantized_engines_compute_the_quantised_linear_within_their_activations_rounding(kernel):
+    """One 8-bit step of the call's activation range off the dequantised weights' result, for any row count,
+    with bias, and float32 or bf16 out as it came in."""
+    if (reason := dynamic_unavailable_reason(kernel, "cpu")) is not None:
+        pytest.skip(f"{kernel} cannot run here: {reason}")
+    gen = torch.Generator().manual_seed(11)
+    w, b = torch.randn(96, 576, generator=gen), torch.randn(96, generator=gen)  # [out, in], [out]
+    linear = INT8_CLASSES[kernel](w, b, device="cpu")
+    for rows in (1, 2, 5, 16, 140):
+        x = torch.randn(1, rows, 576, generator=gen)  # [B, T, in]
+        got, want = linear(x), dequantised_reference(x, w, b)
+        assert got.shape == (1, rows, 96) and got.dtype == torch.float32
+        error = float((got.double() - want).norm() / want.norm())
+        assert 0 < error < 0.02, (rows, error)  # rounded (not exact), yet well inside the probe's tolerance
+    assert linear(x.bfloat16()).dtype == torch.bfloat16
+
+
+def test_the_quantized_engines_pack_without_changing_torchs_engine():
+    before = torch.backends.quantized.engine
+    for kernel, engine in ENGINES.items():
+        if dynamic_unavailable_reason(kernel, "cpu") is None:
+            INT8_CLASSES[kernel](torch.randn(8, 16), None, device="cpu")
+            assert torch.backends.quantized.engine == before
+    assert dynamic_unavailable_reason(INT8_FBGEMM, "cuda") == "needs a CPU, not cuda"
 
 
 def test_forcing_each_int8_path_off():

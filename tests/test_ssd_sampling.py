@@ -107,3 +107,33 @@ def test_goodness_of_fit_rejects_biased_rules_in_ssd(pair, fan_out_list, rule):
     counts, _, _ = sample_ssd(target, draft, temperature=1.0, fan_out_list=fan_out_list, miss_list=fan_out_list,
                               verify=rule, batches=POWER_BATCHES[rule])
     assert chi_square_pvalue(counts, exact) < ALPHA
+
+
+@pytest.fixture(scope="module")
+def engine_pair():
+    """The pair's target, and its noisy copy in int8 on torch's quantized engine for every row: each step
+    quantises its activations with one scale for all of its rows, so a branch's draft distribution depends
+    on the branches beside it in the tree step. What ssd emits must not."""
+    from ssdbench.models.int8 import INT8_CANDIDATES, INT8_FBGEMM
+    from ssdbench.models.int8_dynamic import dynamic_unavailable_reason
+    from ssdbench.models.llama import build_native_model
+    from tiny_models import native, perturbed, tiny_llama_config, tiny_state_dict
+
+    if (reason := dynamic_unavailable_reason(INT8_FBGEMM, "cpu")) is not None:
+        pytest.skip(f"{INT8_FBGEMM} cannot run here: {reason}")
+    config = tiny_llama_config(vocab=VOCAB)
+    state = tiny_state_dict(config, seed=3, head_scale=8.0)
+    draft = build_native_model(config, perturbed(state, scale=0.5, seed=103), weights="int8",
+                               disabled_kernels=frozenset(INT8_CANDIDATES) - {INT8_FBGEMM})
+    assert draft.describe()["kernels"]["linear"] == INT8_FBGEMM and draft.fused is None
+    return native(config, state), draft
+
+
+@pytest.mark.parametrize("case", ["hits", "misses-jit"])
+def test_ssd_stays_exact_with_a_draft_whose_rows_share_their_quantisation(engine_pair, case):
+    target, draft = engine_pair
+    params = CASES[case]
+    exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=params["temperature"])
+    counts, _, steps = sample_ssd(target, draft, **params)
+    assert_every_path_ran(steps, K)
+    assert chi_square_pvalue(counts, exact) > ALPHA

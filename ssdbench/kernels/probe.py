@@ -21,7 +21,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,11 +36,17 @@ TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3
 # prefill: a row-streaming kernel that wins at one row can be several times slower on a
 # prompt (int8 gemv made the draft's prefill of 140 tokens take ~1 s), so prefills must
 # go to whichever kernel wins with many rows.
-PROBE_ROWS = (1, 2, 4, 8, 32, 128)
+PROBE_ROWS = (1, 2, 4, 8, 16, 32, 128)  # 16: ssd's tree step of 16 branches
 MAX_PROBE_ELEMENTS = 8 * 2**20  # a larger projection is timed at a shape capped to this many weights
-PROBE_VERSION = "probe6"  # in the cache key: choices an earlier probe made are not reused
+PROBE_VERSION = "probe7"  # in the cache key: choices an earlier probe made are not reused
 PROBE_ROUNDS = 15  # interleaved rounds of timing per candidate and row count
 CLOSE_ENOUGH = 1.10  # within 10% of the fastest counts as a tie, resolved by the candidates' order
+# A fused step (decode_layer.c) skips ~20 tensor operations per layer launched from Python, which
+# timing the linears alone does not see: SmolLM2-135M's int8 draft, one Intel Xeon core
+# (benchmarks/step_costs.py), 20.2 ms fused against 25.7 on the Python path at one row, and at 2-4
+# rows the fused int8_dot step beat the Python path's faster GEMM kernels. So a fused kernel's
+# times count this much less when kernels are chosen for a model that fuses.
+FUSED_CREDIT = 1.2
 
 
 @dataclass(frozen=True)
@@ -128,17 +134,18 @@ def time_kernels(candidates: Sequence[tuple[KernelTrial, Factory]], shapes: Sequ
 
 
 def time_and_choose(trials: Sequence[KernelTrial], factory: Callable[[str], Factory],
-                    shapes: Sequence[tuple[int, int]], *, device, dtype: torch.dtype) -> DenseChoice:
+                    shapes: Sequence[tuple[int, int]], *, device, dtype: torch.dtype,
+                    fused_kernels: Collection[str] | None = None) -> DenseChoice:
     """`choose` among `trials` after timing the working ones, when there is more than one to compare;
     factory(name) makes a candidate's linears."""
     if sum(t.works for t in trials) > 1:
         working = [(t, factory(t.kernel)) for t in trials if t.works]
         timed = iter(time_kernels(working, shapes, device=device, dtype=dtype))
         trials = [next(timed) if t.works else t for t in trials]
-    return choose(trials)
+    return choose(trials, fused_kernels=fused_kernels)
 
 
-def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
+def choose(trials: Sequence[KernelTrial], *, fused_kernels: Collection[str] | None = None) -> DenseChoice:
     """One kernel, or one for calls of few rows and another for the rest: whichever assignment of the
     probed row counts comes closest to the fastest kernel at every one of them.
 
@@ -149,6 +156,8 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     sits just above the last count the few-rows kernel serves (a row-streaming kernel's cost grows with
     the rows, a GEMM's hardly). Judging by the single winner at one row and at the most rows once
     sent every call of 2 to 127 rows to a kernel 4x slower there, where a third kernel tied at 2 rows.
+    `fused_kernels`, when given, are the kernels the fused step (decode_layer.c) runs: only they may
+    serve one row, and their times count FUSED_CREDIT less, for the Python work a fused step saves.
     """
     working = [t for t in trials if t.works]
     if not working:
@@ -156,10 +165,14 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
         raise RuntimeError(f"no dense linear kernel works here ({reasons})")
     if not all(t.ms_by_rows for t in working):  # untimed (a single candidate): nothing to choose
         return DenseChoice(working[0].kernel, working[0].kernel, 1, tuple(trials))
+    if fused_kernels is not None:
+        working = [_credited(t) if t.kernel in fused_kernels else t for t in working]
     rows = sorted(set.intersection(*(set(dict(t.ms_by_rows)) for t in working)))
     best = {r: min(t.ms(r) for t in working) for r in rows}
     scored = []  # (worst ratio, kernels used, candidate order, choice)
     for f, few in enumerate(working):
+        if fused_kernels is not None and few.kernel not in fused_kernels:
+            continue
         whole = max(few.ms(r) / best[r] for r in rows)
         scored.append((whole, 1, (f, f), DenseChoice(few.kernel, few.kernel, 1, tuple(trials))))
         for m, many in enumerate(working):
@@ -171,6 +184,12 @@ def choose(trials: Sequence[KernelTrial]) -> DenseChoice:
     least = min(score for score, *_ in scored)
     close = [entry for entry in scored if entry[0] <= least * CLOSE_ENOUGH]
     return min(close, key=lambda entry: (entry[1], entry[2]))[3]
+
+
+def _credited(trial: KernelTrial) -> KernelTrial:
+    """A fused kernel's times as a whole step sees them: less the Python work fusing saves."""
+    return KernelTrial(trial.kernel, trial.works, trial.reason,
+                       tuple((r, ms / FUSED_CREDIT) for r, ms in trial.ms_by_rows))
 
 
 def _capped(shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -7,11 +7,16 @@ bytes). Which one a model gets is decided by trying them, as for dense kernels (
 - `int8_dot`: CPU; kernels/dot_i8.c quantises the activations too (int8 per block of 32, one
   float32 scale each, as llama.cpp's Q8_0 path does) and sums each block's products in integers:
   fewer instructions per weight than widening them. Absent without a C compiler.
+- `int8_fbgemm`, `int8_onednn`: torch's quantized engines (int8_dynamic.py): the activations
+  quantised per call, all rows' products one integer GEMM; the path for a prefill's or a tree
+  step's many rows.
 - `int8pack_mm`: `torch._weight_int8pack_mm`, bf16 activations and scales; missing or refused
   on some devices (CUDA builds may lack it).
 - `int8_dequant`: dequantised to the activation dtype on every call, then a dense GEMM: slow for
   a decode step, but it may win a prefill's many rows; and the fallback where nothing else runs.
-`select_int8_kernel` makes the choice; the manifest records it with its trials.
+`select_int8_kernel` makes the choice; the manifest records it with its trials. Calls of few rows
+go to a kernel the fused step (kernels/decode_layer.c) can run, where one works: fused, a one-row
+step saves per-layer Python work that timing the linears alone does not see.
 """
 
 from __future__ import annotations
@@ -24,14 +29,20 @@ import torch
 from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed
 from ssdbench.kernels.linear import RowSplitLinear
+from ssdbench.models.int8_dynamic import (INT8_FBGEMM, INT8_ONEDNN, Int8FbgemmLinear, Int8OnednnLinear,
+                                          dynamic_unavailable_reason)
 
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
 INT8_DEQUANT = "int8_dequant"
 INT8_DOT = "int8_dot"
-# Probe order: a near-tie goes to the earlier (float32 activations first). The dequantising
+# Probe order: a near-tie goes to the earlier. int8_dot before int8_gemv: the linears' timings put
+# them within 10% of each other, yet whole fused steps are ~13% faster with int8_dot (SmolLM2-135M's
+# draft step on one Intel Xeon core, step_costs.py: 17.6 ms against 20.2), and its int8 activations
+# (blocks of 32, llama.cpp's Q8_0 format) cost the draft no measurable acceptance. The dequantising
 # kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
-INT8_CANDIDATES = (INT8_GEMV, INT8_DOT, INT8_PACK, INT8_DEQUANT)
+INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
+FUSABLE = (INT8_GEMV, INT8_DOT)  # kernels decode_layer.c runs: preferred for few rows
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
@@ -63,6 +74,8 @@ PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on ot
 def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
     if name in (INT8_GEMV, INT8_DOT):
         return gemv_i8_unavailable_reason(device)
+    if name in (INT8_FBGEMM, INT8_ONEDNN):
+        return dynamic_unavailable_reason(name, torch.device(device).type)
     if name == INT8_DEQUANT:
         return None
     if not _int8pack_works(torch.device(device).type):
@@ -91,7 +104,9 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     trials = [_check(name, device, dtype, shapes) for name in candidates]
     if not any(t.works for t in trials):  # the fallback works everywhere; only forcing it off gets here
         return probe.DenseChoice(INT8_DEQUANT, INT8_DEQUANT, 1, tuple(trials))
-    choice = probe.time_and_choose(trials, lambda name: _factory(name, device), shapes, device=device, dtype=dtype)
+    fusable = [t.kernel for t in trials if t.works and t.kernel in FUSABLE]
+    choice = probe.time_and_choose(trials, lambda name: _factory(name, device), shapes, device=device, dtype=dtype,
+                                   fused_kernels=fusable or None)
     if cache_path is not None and not library_failed(trials, (INT8_GEMV, INT8_DOT)):
         probe.write_cached(cache_path, key, choice)
     return choice
@@ -228,8 +243,8 @@ def _checked(dot):
     return call
 
 
-INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_PACK: Int8PackLinear,
-                INT8_DEQUANT: Int8DequantLinear}
+INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_FBGEMM: Int8FbgemmLinear,
+                INT8_ONEDNN: Int8OnednnLinear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
 
 
 def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device, choice: probe.DenseChoice):
