@@ -214,3 +214,33 @@ def test_int8pack_is_not_tried_on_widths_that_crash_it():
     assert not trials[INT8_PACK].works and "multiples of 16, not [24]" in trials[INT8_PACK].reason
     with pytest.raises(ValueError, match="not a multiple of 16"):
         Int8PackLinear(torch.randn(8, 24), None, device="cpu")
+
+
+SATURATION_CHECK = """
+import torch
+from ssdbench.models.int8_dynamic import INT8_ONEDNN, Int8OnednnLinear, needs_reduced_range
+w = torch.ones(8, 64)  # [out, in]: every product at full range
+linear = Int8OnednnLinear(w, None, device="cpu")
+full = torch.ops.quantized.linear_dynamic(torch.ones(1, 64), linear.packed, False)
+print(needs_reduced_range(INT8_ONEDNN), float(linear(torch.ones(1, 64)).mean()), float(full.mean()))
+"""
+
+
+@pytest.mark.parametrize("isa,saturates", [("AVX2", True), ("DEFAULT", None)])
+def test_a_cpu_whose_8_bit_products_saturate_gets_7_bit_activations(isa, saturates):
+    """oneDNN limited to AVX2 (no VNNI) multiplies with maddubs, which saturates full-range products:
+    the kernel finds that out by trying, and its results stay right."""
+    import subprocess
+    import sys
+
+    if dynamic_unavailable_reason(INT8_ONEDNN, "cpu") is not None:
+        pytest.skip("oneDNN's quantized engine is not in this torch")
+    env = {**__import__("os").environ, "ONEDNN_MAX_CPU_ISA": isa}
+    out = subprocess.run([sys.executable, "-c", SATURATION_CHECK], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    reduced, kept, full_range = out[0] == "True", float(out[1]), float(out[2])
+    assert kept == pytest.approx(64.0, rel=0.02)
+    if saturates:
+        assert reduced and full_range < 40  # what 8-bit activations would have given: about half
+    elif not reduced:
+        assert full_range == pytest.approx(64.0, rel=0.02)

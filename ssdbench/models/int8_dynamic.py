@@ -9,6 +9,10 @@ products of all rows are one integer GEMM over weights read once. Measured on on
 (AVX-512, AMX), SmolLM2-135M's layer projections: 16 rows 0.35 ms against int8_dot's 1.5, 128 rows
 1.0-2.0 ms against 9.4 for dequantising to float32 first.
 
+Without VNNI, x86 multiplies 8-bit values with `maddubs`, which saturates a pair of full-range
+products in 16 bits; the engines then need the activations in 7 bits ("reduce_range"). Whether a
+CPU saturates is tried, not assumed from its name: one product that must not saturate, once per engine.
+
 The activations share one scale across the call's rows, so a row's result depends slightly on the
 other rows beside it. That is harmless for a draft (speculation stays exact whatever the draft
 proposes, as long as the probabilities it proposed with are the ones it reports), and the probe's
@@ -61,6 +65,22 @@ def dynamic_unavailable_reason(name: str, device_type: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def needs_reduced_range(name: str) -> bool:
+    """Whether the engine saturates full-range 8-bit activations here: all-ones inputs and weights quantise
+    to the largest values (255 x 127 per product), whose exact sum over 64 inputs is 64."""
+    with _engine(ENGINES[name]):
+        ones = torch.ones(4, 64)  # [out, in]
+        packed = torch.ops.quantized.linear_prepack(_per_channel(*_unit_int8(ones)), None)
+        got = torch.ops.quantized.linear_dynamic(torch.ones(1, 64), packed, False)  # [1, out]
+    return not torch.allclose(got, torch.full_like(got, 64.0), rtol=0.02)
+
+
+def _unit_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """weight [out, in] of ones as int8 127s and scales 1/127."""
+    return torch.full(weight.shape, 127, dtype=torch.int8), torch.full((weight.shape[0],), 1 / 127)
+
+
 class Int8DynamicLinear:
     """y = dequant(quant(x) @ w_int8^T) * scales + b, through a quantized engine's packed weight. CPU, float32 out."""
 
@@ -74,6 +94,7 @@ class Int8DynamicLinear:
             self.packed = torch.ops.quantized.linear_prepack(
                 _per_channel(q, scales), None if bias is None else bias.float().cpu())
         self._op = torch.ops.quantized.linear_dynamic.default
+        self.reduce_range = needs_reduced_range(self.name)
         self.out_features, self.in_features = q.shape
         self.num_bytes = q.numel() + 4 * scales.numel() + (0 if bias is None else 4 * bias.numel())
 
@@ -81,7 +102,7 @@ class Int8DynamicLinear:
         x2 = x.reshape(-1, self.in_features)  # [M, in]
         if x2.dtype != torch.float32:
             x2 = x2.float()
-        y = self._op(x2.contiguous(), self.packed, False)  # [M, out] float32
+        y = self._op(x2.contiguous(), self.packed, self.reduce_range)  # [M, out] float32
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def nbytes(self) -> int:
