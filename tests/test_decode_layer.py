@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is
 
 LENGTHS = [5, 9, 7]  # three rows, each at its own length
 # torch's: the probe may pick them for tiny shapes
-OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_fbgemm", "int8_onednn"})
+OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_bf16", "int8_fbgemm", "int8_onednn"})
 
 
 def twins(kind: str, weights: str):

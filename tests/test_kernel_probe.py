@@ -11,7 +11,8 @@ from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import gemv_unavailable_reason
 from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
                                     onednn_unavailable_reason, select_dense_kernel)
-from ssdbench.models.int8 import INT8_CANDIDATES, INT8_DEQUANT, INT8_DOT, INT8_FBGEMM, INT8_GEMV, INT8_ONEDNN, INT8_PACK
+from ssdbench.models.int8 import (INT8_BF16, INT8_CANDIDATES, INT8_DEQUANT, INT8_DOT, INT8_FBGEMM, INT8_GEMV,
+                                  INT8_ONEDNN, INT8_PACK)
 from ssdbench.models.llama import build_native_model
 from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 
@@ -166,7 +167,7 @@ ALL_BUT_DEQUANT = frozenset(INT8_CANDIDATES) - {INT8_DEQUANT}
 
 
 @pytest.mark.parametrize("disabled", [frozenset(), frozenset({INT8_GEMV}), frozenset({INT8_PACK}),
-                                      frozenset({INT8_DOT}), frozenset({INT8_FBGEMM, INT8_ONEDNN}),
+                                      frozenset({INT8_DOT}), frozenset({INT8_BF16, INT8_FBGEMM, INT8_ONEDNN}),
                                       frozenset({INT8_GEMV, INT8_DOT}), ALL_BUT_DEQUANT])
 def test_int8_models_with_a_path_forced_off_agree_and_say_what_they_run(disabled):
     hf = tiny_hf_model("llama")

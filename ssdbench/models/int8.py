@@ -7,9 +7,9 @@ bytes). Which one a model gets is decided by trying them, as for dense kernels (
 - `int8_dot`: CPU; kernels/dot_i8.c quantises the activations too (int8 per block of 32, one
   float32 scale each, as llama.cpp's Q8_0 path does) and sums each block's products in integers:
   fewer instructions per weight than widening them. Absent without a C compiler.
-- `int8_fbgemm`, `int8_onednn`: torch's quantized engines (int8_dynamic.py): the activations
-  quantised per call, all rows' products one integer GEMM; the path for a prefill's or a tree
-  step's many rows.
+- `int8_bf16`, `int8_fbgemm`, `int8_onednn` (int8_dynamic.py): the int8 values packed once more for a
+  GEMM over all of a call's rows (oneDNN's bf16 GEMM; torch's quantized engines, activations in two
+  8-bit digits): the path for a prefill's or a tree step's many rows, where a CPU has the units.
 - `int8pack_mm`: `torch._weight_int8pack_mm`, bf16 activations and scales; missing or refused
   on some devices (CUDA builds may lack it).
 - `int8_dequant`: dequantised to the activation dtype on every call, then a dense GEMM: slow for
@@ -29,8 +29,8 @@ import torch
 from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed
 from ssdbench.kernels.linear import RowSplitLinear
-from ssdbench.models.int8_dynamic import (INT8_FBGEMM, INT8_ONEDNN, Int8FbgemmLinear, Int8OnednnLinear,
-                                          dynamic_unavailable_reason)
+from ssdbench.models.int8_dynamic import (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, Int8Bf16Linear, Int8FbgemmLinear,
+                                          Int8OnednnLinear, dynamic_unavailable_reason)
 
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
@@ -41,7 +41,8 @@ INT8_DOT = "int8_dot"
 # draft step on one Intel Xeon core, step_costs.py: 17.6 ms against 20.2), and its int8 activations
 # (blocks of 32, llama.cpp's Q8_0 format) cost the draft no measurable acceptance. The dequantising
 # kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
-INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
+INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
+SECOND_LAYOUT = (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN)  # keep their own packed copy of the weights
 FUSABLE = (INT8_GEMV, INT8_DOT)  # kernels decode_layer.c runs: preferred for few rows
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
@@ -244,7 +245,7 @@ def _checked(dot):
 
 
 INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_FBGEMM: Int8FbgemmLinear,
-                INT8_ONEDNN: Int8OnednnLinear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
+                INT8_ONEDNN: Int8OnednnLinear, INT8_BF16: Int8Bf16Linear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
 
 
 def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device, choice: probe.DenseChoice):

@@ -25,7 +25,7 @@ from ssdbench.kernels.decode_layer import NO_LIMIT, FusedDecode
 from ssdbench.kernels.gemv import openmp_fallback
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
-from ssdbench.models.int8 import make_int8_linear, select_int8_kernel
+from ssdbench.models.int8 import SECOND_LAYOUT, make_int8_linear, select_int8_kernel
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
@@ -357,8 +357,8 @@ def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kern
                   cache: Path | None) -> tuple[dict, Callable]:
     """(what the manifest records of the kernels, the function making each projection)."""
     if weights == "int8":
-        int8 = select_int8_kernel(device, dtype, shapes=tuple(projection_shapes(shape)), disabled=disabled,
-                                  cache_path=cache)
+        int8 = select_int8_kernel(device, dtype, shapes=tuple(projection_shapes(shape)),
+                                  disabled=disabled | int8_kernels_without_room(shape), cache_path=cache)
         return ({"linear": int8.name, "linear_probe": int8.describe()},
                 lambda w, b: make_int8_linear(w, b, device=device, choice=int8))
     choice = select_dense_kernel(linear_kernel, device, dtype, shapes=projection_shapes(shape),
@@ -372,6 +372,11 @@ def projection_shapes(shape: ModelShape) -> list[tuple[int, int]]:
     qkv_out = (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim
     return [(shape.hidden, qkv_out), (shape.num_heads * shape.head_dim, shape.hidden),
             (shape.hidden, 2 * shape.intermediate), (shape.intermediate, shape.hidden), (shape.hidden, shape.vocab)]
+
+
+def int8_kernels_without_room(shape: ModelShape) -> frozenset[str]:
+    """The int8 kernels that keep a second, bf16-sized layout of the weights, where there is no room for one."""
+    return frozenset() if _room_for_two_layouts(shape, torch.bfloat16) else frozenset(SECOND_LAYOUT)
 
 
 def _room_for_two_layouts(shape: ModelShape, dtype: torch.dtype) -> bool:

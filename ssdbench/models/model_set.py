@@ -17,7 +17,7 @@ from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, unwrapped, u
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.int8 import select_int8_kernel
-from ssdbench.models.llama import build_native_model, build_random_model, projection_shapes
+from ssdbench.models.llama import build_native_model, build_random_model, int8_kernels_without_room, projection_shapes
 from ssdbench.models.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
@@ -224,7 +224,8 @@ class ModelSet:
         """The self-int8 draft's kernel choice: the one the native draft's build makes (the same
         arguments to the same remembered probe), so transformers' copy runs the same kernels."""
         return select_int8_kernel(self.device, torch_dtype(self.config.dtype),
-                                  shapes=tuple(projection_shapes(self.target_shape)), disabled=frozenset(),
+                                  shapes=tuple(projection_shapes(self.target_shape)),
+                                  disabled=int8_kernels_without_room(self.target_shape),
                                   cache_path=default_cache_path())
 
     @property
