@@ -27,7 +27,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1) -> str:
+def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1, metrics: bool = False) -> str:
     binary = require_server()
     target, draft_model = model_paths()
     args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
@@ -35,6 +35,8 @@ def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads
     if draft:
         args += ["-md", str(draft_model), "--spec-type", "draft-simple", "--spec-draft-n-max", str(DRAFT_MAX),
                  "--spec-draft-n-min", "0", "-td", str(threads)]
+    if metrics:
+        args.append("--metrics")  # Prometheus counters on GET /metrics
     return shlex.join(args)
 
 

@@ -36,6 +36,7 @@ class Acceptance:
     verify_steps: int | None = None  # target verify steps; None where the engine does not count them
     acceptance_length: float | None = None  # tokens per verify step, bonus included; None where unknown
     accepted_per_step: tuple[int, ...] | None = None  # per verify step, where the engine gives it
+    accepted_per_position: tuple[int, ...] | None = None  # accepted at draft position i, summed over steps
 
     @property
     def rate(self) -> float | None:

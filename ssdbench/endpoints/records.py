@@ -66,6 +66,9 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "acceptance_length": acceptance and acceptance.acceptance_length,
         "accepted_per_step": list(acceptance.accepted_per_step) if acceptance and acceptance.accepted_per_step
         else None,
+        "accepted_per_position": list(acceptance.accepted_per_position)
+        if acceptance and acceptance.accepted_per_position else None,
+        "acceptance_note": completion.acceptance_note,
     })
 
 
@@ -73,6 +76,7 @@ def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurren
                    t_start_ns: int) -> None:
     nulls = dict.fromkeys(("model", "text", "server_finish_reason", "token_source", "completion_tokens",
                            "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
-                           "verify_steps", "acceptance_length", "accepted_per_step"))
+                           "verify_steps", "acceptance_length", "accepted_per_step",
+                           "accepted_per_position", "acceptance_note"))
     append(recorder.endpoints, {**key_columns(recorder, key), "concurrency": concurrency, "status": "failed",
                                 "error": error, "url": url, "t_start_ns": t_start_ns, **nulls})

@@ -43,6 +43,7 @@ class Completion:
     usage: dict | None = None
     model: str | None = None
     acceptance: Acceptance | None = None
+    acceptance_note: str | None = None  # why /metrics counters were not used, where they were refused
 
     @property
     def text(self) -> str:

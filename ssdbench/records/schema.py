@@ -135,12 +135,17 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            "the server gave none", nullable=True),
         _c("draft_tokens", _I64, "draft tokens proposed over the request", nullable=True),
         _c("accepted_tokens", _I64, "of those, accepted", nullable=True),
-        _c("verify_steps", _I64, "target verify steps; null where the engine does not count them (llama.cpp)",
+        _c("verify_steps", _I64, "target verify steps; null where the engine does not count them (llama.cpp "
+           "without --metrics)",
            nullable=True),
         _c("acceptance_length", _F64, "tokens per verify step, bonus included, as the engine reports it",
            nullable=True),
         _c("accepted_per_step", pa.list_(_I32), "accepted drafts per verify step, where the engine gives them",
            nullable=True),
+        _c("accepted_per_position", pa.list_(_I32), "accepted drafts at each draft position over the request "
+           "(position 0 first), where the engine counts them (the /metrics per-position counters)", nullable=True),
+        _c("acceptance_note", _STR, "why the /metrics counters were not used for this request (other traffic "
+           "moved them, unreadable, disagreeing), where they were read; null otherwise", nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),
