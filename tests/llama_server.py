@@ -42,3 +42,17 @@ def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads
 
 def closed_port_url() -> str:
     return f"http://127.0.0.1:{free_port()}"
+
+
+def code_prompt_ids() -> list[int]:
+    """A short code prompt in SmolLM2's ids, read from the GGUF's vocabulary (no model load)."""
+    from gguf import GGUFReader
+
+    from ssdbench.models.embedded import embedded_gguf_path
+
+    field = GGUFReader(str(embedded_gguf_path())).fields["tokenizer.ggml.tokens"]
+    vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}
+    words = ("def", "Ġadd", "(", "a", ",", "Ġb", "):", "Ċ", "Ġ", "Ġreturn", "Ġa", "Ġ+", "Ġb", "Ċ", "Ċ", "def", "Ġmul")
+    ids = [vocab[w] for w in words if w in vocab]
+    assert len(ids) >= 10
+    return ids
