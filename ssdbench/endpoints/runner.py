@@ -22,8 +22,9 @@ from ssdbench.endpoints.kinds import BY_NAME
 from ssdbench.endpoints.preflight import PROBE_TIMEOUT_S, ServerInfo
 from ssdbench.endpoints.prometheus import SpecCounters, counters_in
 from ssdbench.endpoints.records import Tokenize, record_failure, record_success
-from ssdbench.endpoints.request import Completion, Sampling, stream_completion
+from ssdbench.endpoints.request import Completion, Sampling, stream_chat, stream_completion
 from ssdbench.endpoints.spec import Endpoint, EndpointPlan, engine_label
+from ssdbench.suites.chat import chat_messages
 
 DOWN_MARKERS = ("connection refused", "cannot resolve")
 
@@ -118,12 +119,18 @@ class EndpointRunner:
         server = self.variant.server
         reads_counters = server.counters is not None and self.variant.concurrency == 1
         before = self._read_counters() if reads_counters else None
-        completion = stream_completion(self.variant.endpoint.url, server.model, list(self.workload.token_ids[i]),
-                                       sampling, timeout_s=self.run_plan.request_timeout_s,
-                                       api_key=self.run_plan.api_key, extra=BY_NAME[server.kind].request_fields)
+        completion = self._stream(i, sampling)
         if reads_counters:
             self._add_counted_acceptance(completion, before, self._read_counters())
         return completion
+
+    def _stream(self, i: int, sampling: Sampling) -> Completion:
+        endpoint, server = self.variant.endpoint, self.variant.server
+        common = {"timeout_s": self.run_plan.request_timeout_s, "api_key": self.run_plan.api_key,
+                  "extra": BY_NAME[server.kind].request_fields}
+        if endpoint.api == "chat":
+            return stream_chat(endpoint.url, server.model, chat_messages(self.workload.texts[i]), sampling, **common)
+        return stream_completion(endpoint.url, server.model, list(self.workload.token_ids[i]), sampling, **common)
 
     def _read_counters(self) -> SpecCounters | str:
         """The server's speculation counters now, or why they could not be read."""

@@ -127,6 +127,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("token_source", _STR, "where requests.output_token_ids came from: server (ids it sent) or tokenizer "
            "(the target's tokenizer on the streamed text)", nullable=True),
         _c("completion_tokens", _I32, "tokens generated as the server counted them (usage)", nullable=True),
+        _c("server_prompt_tokens", _I32, "prompt tokens as the server counted them (usage); with --endpoint-api "
+           "chat the server templated the prompt itself, and a count unlike requests.prompt_tokens means it "
+           "templated differently", nullable=True),
         _c("chunk_offsets_ms", pa.list_(_F64), "arrival of each streamed chunk carrying output, from request "
            "start (differences are the inter-chunk times)", nullable=True),
         _c("chunk_tokens", pa.list_(_I32), "tokens each chunk carried (a speculating server may send several "
