@@ -48,7 +48,7 @@ def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
         if row["acceptance_length"] is not None:
             line += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
         else:
-            line += "; no acceptance length (the engine counts no verify steps)"
+            line += "; no acceptance length (no verify steps reported; llama-server reports them with --metrics)"
         lines.append(f"{line} [from {row['acceptance_source']}]")
     return lines
 
