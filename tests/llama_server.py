@@ -27,7 +27,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1, metrics: bool = False) -> str:
+def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1,
+                   metrics: bool = False) -> str:
     binary = require_server()
     target, draft_model = model_paths()
     args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),

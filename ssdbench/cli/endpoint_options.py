@@ -68,7 +68,8 @@ def endpoint_plan(values: dict, *, reserved: tuple[str, ...]):
 
     return parse_endpoint_plan(
         list(values["endpoint"] or ()), list(values["endpoint_launch"] or ()), list(values["endpoint_model"] or ()),
-        apis=list(values["endpoint_api"] or ()), concurrency=values["concurrency"], request_timeout_s=values["request_timeout_s"],
+        apis=list(values["endpoint_api"] or ()), concurrency=values["concurrency"],
+        request_timeout_s=values["request_timeout_s"],
         ready_timeout_s=values["endpoint_ready_timeout_s"], api_key_env=values["endpoint_api_key_env"],
         reserved=reserved)
 

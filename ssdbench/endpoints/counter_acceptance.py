@@ -21,7 +21,8 @@ from ssdbench.endpoints.acceptance import Acceptance
 from ssdbench.endpoints.prometheus import SpecCounters
 
 
-def counted(before: SpecCounters, after: SpecCounters, completion_tokens: int | None) -> tuple[Acceptance | None, str | None]:
+def counted(before: SpecCounters, after: SpecCounters,
+            completion_tokens: int | None) -> tuple[Acceptance | None, str | None]:
     """(the request's acceptance from the counters, or None; why none was taken, or None).
 
     No speculation in the request (draft counters unmoved) is (None, None): nothing to record."""

@@ -89,6 +89,7 @@ def _metrics_support(endpoint: Endpoint, api_key: str | None) -> tuple[CounterNa
         return None, f"no fallback: GET /metrics failed ({err})"
     found = counters_in(text)
     if found is None:
-        return None, "no fallback: GET /metrics has no speculation counters (llamacpp:spec_decode_*, vllm:spec_decode_*)"
+        return None, ("no fallback: GET /metrics has no speculation counters "
+                      "(llamacpp:spec_decode_*, vllm:spec_decode_*)")
     return found.names, (f"fallback available: {found.names.family} read before and after each request at "
                          "concurrency 1, used where a response carries no verify steps")

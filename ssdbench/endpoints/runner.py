@@ -27,6 +27,7 @@ from ssdbench.endpoints.spec import Endpoint, EndpointPlan, engine_label
 from ssdbench.suites.chat import chat_messages
 
 DOWN_MARKERS = ("connection refused", "cannot resolve")
+COUNTER_REREADS = 10  # at 50 ms: how long a server may take to count a finished request's last tokens
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class EndpointRunner:
         before = self._read_counters() if reads_counters else None
         completion = self._stream(i, sampling)
         if reads_counters:
-            self._add_counted_acceptance(completion, before, self._read_counters())
+            self._add_counted_acceptance(completion, before, self._read_counters_after(before, completion))
         return completion
 
     def _stream(self, i: int, sampling: Sampling) -> Completion:
@@ -140,6 +141,19 @@ class EndpointRunner:
         except RequestFailed as err:
             return f"/metrics not read: {err}"
         return counters_in(text) or "/metrics not read: its speculation counters are gone"
+
+    def _read_counters_after(self, before: SpecCounters | str, completion: Completion) -> SpecCounters | str:
+        """The counters once they include the request: a server may add its last tokens a moment after the
+        stream ends (llama-server does so before it answers the next /metrics; vLLM's loggers may lag)."""
+        tokens = (completion.usage or {}).get("completion_tokens")
+        after = self._read_counters()
+        for _ in range(COUNTER_REREADS):
+            if isinstance(before, str) or isinstance(after, str) or not isinstance(tokens, int) \
+                    or after.generated - before.generated >= tokens:
+                break
+            time.sleep(0.05)
+            after = self._read_counters()
+        return after
 
     @staticmethod
     def _add_counted_acceptance(completion: Completion, before: SpecCounters | str, after: SpecCounters | str) -> None:
