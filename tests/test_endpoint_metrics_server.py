@@ -135,4 +135,6 @@ def test_run_records_the_joined_reading_at_concurrency_1_only(metered, tmp_path)
     assert (at_2["acceptance_source"] == acceptance.LLAMA_CPP).all() and at_2["verify_steps"].isna().all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["endpoints"]["endpoints"]["spec"]["acceptance_from_metrics"].startswith("fallback available")
-    assert "spec@endpoint-c1" in result.stdout and "acceptance length" in " ".join(result.stdout.split())
+    printed = " ".join(result.stdout.split())
+    assert "spec@endpoint-c1" in printed and "acceptance length" in printed
+    assert f"[from {acceptance.LLAMA_CPP} + {COUNTED_SOURCE}]" in printed

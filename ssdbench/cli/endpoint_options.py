@@ -83,7 +83,7 @@ def report_endpoints(recorder, console) -> None:
 
     endpoints = pd.DataFrame(recorder.endpoints)
     for line in acceptance_lines(endpoints) + prompt_token_warnings(endpoints, pd.DataFrame(recorder.requests)):
-        console.print(line)
+        console.print(line, markup=False)  # "[from ...]" is text, not a Rich style tag
     failed = failures(recorder)
     if failed:
         shown = "; ".join(failed[:MAX_FAILURES_SHOWN]) + (" ..." if len(failed) > MAX_FAILURES_SHOWN else "")
