@@ -165,3 +165,5 @@ def test_run_against_a_server_without_chat_marks_requests_failed_with_the_reason
     table = pq.read_table(out / "endpoints.parquet").to_pandas()
     assert (table["status"] == "failed").all()
     assert all("route /v1/chat/completions not found" in e for e in table["error"])
+    described = json.loads((out / "manifest.json").read_text())["endpoints"]["endpoints"]["nochat"]
+    assert described["acceptance_from_metrics"].startswith("no fallback: GET /metrics failed (HTTP 404")
