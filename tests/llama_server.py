@@ -27,7 +27,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1) -> str:
+def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads: int = 1,
+                   metrics: bool = False) -> str:
     binary = require_server()
     target, draft_model = model_paths()
     args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
@@ -35,8 +36,24 @@ def server_command(port: int, *, draft: bool = False, parallel: int = 1, threads
     if draft:
         args += ["-md", str(draft_model), "--spec-type", "draft-simple", "--spec-draft-n-max", str(DRAFT_MAX),
                  "--spec-draft-n-min", "0", "-td", str(threads)]
+    if metrics:
+        args.append("--metrics")  # Prometheus counters on GET /metrics
     return shlex.join(args)
 
 
 def closed_port_url() -> str:
     return f"http://127.0.0.1:{free_port()}"
+
+
+def code_prompt_ids() -> list[int]:
+    """A short code prompt in SmolLM2's ids, read from the GGUF's vocabulary (no model load)."""
+    from gguf import GGUFReader
+
+    from ssdbench.models.embedded import embedded_gguf_path
+
+    field = GGUFReader(str(embedded_gguf_path())).fields["tokenizer.ggml.tokens"]
+    vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}
+    words = ("def", "Ġadd", "(", "a", ",", "Ġb", "):", "Ċ", "Ġ", "Ġreturn", "Ġa", "Ġ+", "Ġb", "Ċ", "Ċ", "def", "Ġmul")
+    ids = [vocab[w] for w in words if w in vocab]
+    assert len(ids) >= 10
+    return ids

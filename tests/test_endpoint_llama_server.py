@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from llama_server import DRAFT_MAX, closed_port_url, free_port, require_server, server_command
+from llama_server import DRAFT_MAX, closed_port_url, code_prompt_ids, free_port, require_server, server_command
 from ssdbench.endpoints import acceptance
 from ssdbench.endpoints.http import RequestFailed
 from ssdbench.endpoints.launch import launched
@@ -24,18 +24,8 @@ GREEDY = Sampling(max_new_tokens=24, temperature=0.0, top_p=1.0, seed=0, ignore_
 
 @pytest.fixture(scope="module")
 def prompt_ids():
-    """A short code prompt in SmolLM2's ids, read from the GGUF's vocabulary (no model load)."""
-    from gguf import GGUFReader
-
-    from ssdbench.models.embedded import embedded_gguf_path
-
     require_server()
-    field = GGUFReader(str(embedded_gguf_path())).fields["tokenizer.ggml.tokens"]
-    vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}
-    words = ("def", "Ġadd", "(", "a", ",", "Ġb", "):", "Ċ", "Ġ", "Ġreturn", "Ġa", "Ġ+", "Ġb", "Ċ", "Ċ", "def", "Ġmul")
-    ids = [vocab[w] for w in words if w in vocab]
-    assert len(ids) >= 10
-    return ids
+    return code_prompt_ids()
 
 
 def start(tmp_path_factory, name: str, **kwargs):

@@ -44,6 +44,32 @@ def test_bad_options_are_one_line(endpoints, launches, models, match):
     assert "\n" not in str(err.value)
 
 
+def test_endpoint_api_for_all_or_per_name():
+    both = ["a=http://h:1", "b=http://h:2"]
+    assert [e.api for e in plan(both).endpoints] == ["completions", "completions"]
+    assert [e.api for e in plan(both, apis=["chat"]).endpoints] == ["chat", "chat"]
+    assert [e.api for e in plan(both, apis=["b=chat"]).endpoints] == ["completions", "chat"]
+    assert [e.api for e in plan(both, apis=["chat", "a=completions"]).endpoints] == ["completions", "chat"]
+    assert plan(both, apis=["b=chat"]).describe()["endpoints"]["b"]["api"] == "chat"
+
+
+@pytest.mark.parametrize("apis, match", [
+    (["messages"], "must be completions or chat"),
+    (["a=generate"], "a: the API must be completions or chat"),
+    (["c=chat"], "no --endpoint c=URL"),
+    (["a=chat", "a=completions"], "twice"),
+])
+def test_bad_endpoint_api_is_one_line(apis, match):
+    with pytest.raises(UsageError, match=match) as err:
+        plan(["a=http://h:1"], apis=apis)
+    assert "\n" not in str(err.value)
+
+
+def test_endpoint_api_without_an_endpoint_is_refused():
+    with pytest.raises(UsageError, match="need an --endpoint"):
+        plan([], apis=["chat"])
+
+
 @pytest.mark.parametrize("text", ["0", "1,,2", "a", "-1", "1,1"])
 def test_bad_concurrency(text):
     with pytest.raises(UsageError, match="--concurrency"):

@@ -11,7 +11,7 @@ import typer
 
 from ssdbench.errors import RunFailed
 
-FIELDS = ("endpoint", "endpoint_launch", "endpoint_model", "concurrency", "request_timeout_s",
+FIELDS = ("endpoint", "endpoint_launch", "endpoint_model", "endpoint_api", "concurrency", "request_timeout_s",
           "endpoint_ready_timeout_s", "endpoint_api_key_env")
 MAX_FAILURES_SHOWN = 3
 
@@ -31,6 +31,11 @@ def parameters() -> list[inspect.Parameter]:
         option("endpoint_model", None, Annotated[Optional[List[str]], typer.Option(
             "--endpoint-model", help="NAME=MODEL: the model to ask that endpoint for (default: the one it lists); "
             "refused when the server does not serve it.")]),
+        option("endpoint_api", None, Annotated[Optional[List[str]], typer.Option(
+            "--endpoint-api", help="completions (default): POST /v1/completions with the methods' prompt token ids "
+            "(same template, same tokens); chat: POST /v1/chat/completions with the same user turn as messages, "
+            "templated by the server (its prompt token count is recorded beside ours, with a warning when they "
+            "differ). API sets every endpoint; NAME=API one endpoint; repeatable.")]),
         option("concurrency", "1", Annotated[str, typer.Option(
             "--concurrency", help="Comma list of requests kept in flight per endpoint, e.g. 1,8,32: one variant per "
             "level. Level 1 takes its turn in the run's order like a method; higher levels run after it.")]),
@@ -63,7 +68,8 @@ def endpoint_plan(values: dict, *, reserved: tuple[str, ...]):
 
     return parse_endpoint_plan(
         list(values["endpoint"] or ()), list(values["endpoint_launch"] or ()), list(values["endpoint_model"] or ()),
-        concurrency=values["concurrency"], request_timeout_s=values["request_timeout_s"],
+        apis=list(values["endpoint_api"] or ()), concurrency=values["concurrency"],
+        request_timeout_s=values["request_timeout_s"],
         ready_timeout_s=values["endpoint_ready_timeout_s"], api_key_env=values["endpoint_api_key_env"],
         reserved=reserved)
 
@@ -73,10 +79,11 @@ def report_endpoints(recorder, console) -> None:
     import pandas as pd
 
     from ssdbench.endpoints.runner import failures
-    from ssdbench.endpoints.summary import acceptance_lines
+    from ssdbench.endpoints.summary import acceptance_lines, prompt_token_warnings
 
-    for line in acceptance_lines(pd.DataFrame(recorder.endpoints)):
-        console.print(line)
+    endpoints = pd.DataFrame(recorder.endpoints)
+    for line in acceptance_lines(endpoints) + prompt_token_warnings(endpoints, pd.DataFrame(recorder.requests)):
+        console.print(line, markup=False)  # "[from ...]" is text, not a Rich style tag
     failed = failures(recorder)
     if failed:
         shown = "; ".join(failed[:MAX_FAILURES_SHOWN]) + (" ..." if len(failed) > MAX_FAILURES_SHOWN else "")

@@ -88,6 +88,9 @@ def report_run(plan: RunPlan, path, recorder, console: Console, format: str) -> 
     from ssdbench.report.bandwidth_use import target_mbu
 
     steps, requests = pd.DataFrame(recorder.steps), pd.DataFrame(recorder.requests)
+    if requests.empty:  # only endpoints ran and every request failed: report_endpoints says why
+        console.print(f"no request finished; nothing to summarise (records in {path})")
+        return
     summary = summarize(requests, steps)
     manifest = read_manifest(path)
     mbu = target_mbu(requests, weight_bytes=manifest.get("target_weight_bytes_per_forward"),

@@ -21,6 +21,7 @@ class Workload:
     prompt_ids: tuple[str, ...]
     token_ids: tuple[tuple[int, ...], ...]
     eos_ids: frozenset[int]
+    texts: tuple[str, ...] = ()  # each prompt's first user turn, untemplated (a chat endpoint's message)
 
     @property
     def num_requests(self) -> int:

@@ -5,7 +5,8 @@ Each parser takes one JSON object the server sent (a stream event or a whole res
 an `Acceptance`, or None when the object does not carry its engine's fields. Shapes:
 
 - llama.cpp `llama-server`: `timings.draft_n`, `timings.draft_n_accepted` (only when a draft ran).
-  A rate: the server counts no verify steps, so no acceptance length is made up here.
+  A rate: the response counts no verify steps, so no acceptance length is made up here (with
+  `--metrics`, `counter_acceptance` adds them from the server's counters).
 - vLLM (`--per-request-spec-decode-metrics summary|detailed`): `metrics.speculative_decoding` with
   `num_spec_steps`, `num_draft_tokens`, `num_accepted_draft_tokens`, `mean_acceptance_length`;
   `detailed` adds `per_step_accepted` (in a stream: on the final usage chunk).
@@ -36,6 +37,7 @@ class Acceptance:
     verify_steps: int | None = None  # target verify steps; None where the engine does not count them
     acceptance_length: float | None = None  # tokens per verify step, bonus included; None where unknown
     accepted_per_step: tuple[int, ...] | None = None  # per verify step, where the engine gives it
+    accepted_per_position: tuple[int, ...] | None = None  # accepted at draft position i, summed over steps
 
     @property
     def rate(self) -> float | None:

@@ -46,18 +46,24 @@ def send(conn: http.client.HTTPConnection, method: str, url: str, path: str, *, 
     return response
 
 
-def get_json(url: str, path: str, *, timeout_s: float, api_key: str | None = None) -> dict:
+def get_text(url: str, path: str, *, timeout_s: float, api_key: str | None = None) -> str:
     conn = open_connection(url, timeout_s=timeout_s)
     try:
         response = send(conn, "GET", url, path, api_key=api_key)
         try:
-            return json.loads(response.read())
+            return response.read().decode("utf-8", "replace")
         except (OSError, http.client.HTTPException) as err:
             raise RequestFailed(describe_os_error(url, err)) from None
-        except ValueError:
-            raise RequestFailed(f"{url}{path} did not answer JSON") from None
     finally:
         conn.close()
+
+
+def get_json(url: str, path: str, *, timeout_s: float, api_key: str | None = None) -> dict:
+    text = get_text(url, path, timeout_s=timeout_s, api_key=api_key)
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise RequestFailed(f"{url}{path} did not answer JSON") from None
 
 
 def error_text(response: http.client.HTTPResponse) -> str:

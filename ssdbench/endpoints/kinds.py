@@ -19,11 +19,12 @@ class EndpointKind:
 
 KINDS: tuple[EndpointKind, ...] = (
     EndpointKind("llama.cpp", ("llamacpp",), acceptance.LLAMA_CPP, {"cache_prompt": False},
-                 "an acceptance rate (draft_n_accepted / draft_n); llama-server counts no verify steps, so no "
-                 "acceptance length. Prompt caching is turned off per request, so every request prefills, as the "
-                 "methods do."),
+                 "an acceptance rate (draft_n_accepted / draft_n); started with --metrics, verify steps and the "
+                 "acceptance length come from /metrics (llamacpp:spec_decode_*) at concurrency 1. Prompt caching "
+                 "is turned off per request, so every request prefills, as the methods do."),
     EndpointKind("vllm", ("vllm",), acceptance.VLLM, {},
-                 "start the server with --per-request-spec-decode-metrics summary (detailed: per-step counts)"),
+                 "start the server with --per-request-spec-decode-metrics summary (detailed: per-step counts); "
+                 "without it, /metrics (vllm:spec_decode_*) at concurrency 1"),
     EndpointKind("sglang", ("sglang",), acceptance.SGLANG_EXT, {"return_spec_tokens_details": True},
                  "asked per request with return_spec_tokens_details"),
     EndpointKind("tensorrt-llm", ("tensorrt_llm", "trtllm", "tensorrt-llm"), acceptance.TRTLLM, {},

@@ -3,7 +3,9 @@
 The command runs in a shell in a session (process group) of its own, its output kept in a log file;
 the run waits until the endpoint answers `/v1/models` with a model, up to a timeout. Leaving the
 `with` block for any reason (the run's end, a failure, Ctrl-C, SIGTERM, which cli/signals.py turns
-into an exception) stops the whole group: SIGTERM, then SIGKILL after a grace period. The launcher
+into an exception) stops the whole group: SIGTERM, then SIGKILL after a grace period, and returns only
+once every process of the group has exited (the shell may not `exec` the server, so the shell's exit
+says nothing about the server's: a server still closing would answer the next request). The launcher
 also refuses to start when something already answers at the endpoint's URL (it would be measured in
 place of the launched server).
 """
@@ -60,16 +62,45 @@ def wait_ready(endpoint: Endpoint, process: subprocess.Popen, log_path: Path, *,
 
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM to the server's process group, SIGKILL if it lingers; the group is gone afterwards."""
-    if process.poll() is not None:
-        _kill_group(process.pid, signal.SIGKILL)  # children it may have left behind
-        return
-    _kill_group(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(process.pid, signal.SIGKILL)
+    if process.poll() is None:
+        deadline = time.monotonic() + STOP_GRACE_S
+        _kill_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_GRACE_S)
+        _wait_group_gone(process.pid, timeout_s=max(0.0, deadline - time.monotonic()))
+    _kill_group(process.pid, signal.SIGKILL)  # what lingers, and children the shell left behind
     process.wait()
+    _wait_group_gone(process.pid, timeout_s=STOP_GRACE_S)
+
+
+def _wait_group_gone(pgid: int, *, timeout_s: float) -> None:
+    """Until no live process is left in the group (zombies awaiting their reaper count as gone)."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _live_member(int(entry), pgid):
+            return True
+    return False
+
+
+def _live_member(pid: int, pgid: int) -> bool:
+    """Whether /proc/PID/stat shows a process of group `pgid` that is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            after_name = f.read().rsplit(b")", 1)[1].split()  # state, ppid, pgrp, ...
+    except (OSError, IndexError):
+        return False
+    return len(after_name) > 2 and after_name[2] == str(pgid).encode() and after_name[0] != b"Z"
 
 
 def _kill_group(pgid: int, sig: int) -> None:

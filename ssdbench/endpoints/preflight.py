@@ -3,15 +3,18 @@
 A server that is down, a closed port or a model it does not serve is the user's to fix: one line
 (`EndpointError`, exit 2) before the run directory is claimed or any model loaded. The engine kind
 comes from what the server says of itself (`owned_by` in `/v1/models`), not from its URL; it decides
-only which optional request fields ask for speculation figures, never how they are read.
+only which optional request fields ask for speculation figures, never how they are read. Whether
+`GET /metrics` carries speculation counters (the acceptance fallback) is probed here too: a server
+without them (404, or counters absent) simply gets no fallback, said in one line in the manifest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ssdbench.endpoints.http import RequestFailed, get_json
+from ssdbench.endpoints.http import RequestFailed, get_json, get_text
 from ssdbench.endpoints.kinds import kind_of
+from ssdbench.endpoints.prometheus import CounterNames, counters_in
 from ssdbench.endpoints.spec import Endpoint
 from ssdbench.errors import SsdbenchError
 
@@ -28,10 +31,12 @@ class ServerInfo:
     model: str  # the model asked for in every request
     models_listed: tuple[str, ...]
     version: str | None  # what the server says of its version, where it does
+    counters: CounterNames | None = None  # speculation counters on GET /metrics; None: no fallback
+    counters_note: str = "GET /metrics not probed"
 
     def describe(self) -> dict:
         return {"kind": self.kind, "model_reported": self.model, "models_listed": list(self.models_listed),
-                "server_version": self.version}
+                "server_version": self.version, "acceptance_from_metrics": self.counters_note}
 
 
 def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
@@ -46,7 +51,9 @@ def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = 
     ids = tuple(str(e["id"]) for e in entries)
     model = _chosen_model(endpoint, ids)
     kind = kind_of(str(entries[0].get("owned_by") or ""))
-    return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(endpoint, kind, api_key))
+    counters, note = _metrics_support(endpoint, api_key)
+    return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(endpoint, kind, api_key),
+                      counters=counters, counters_note=note)
 
 
 def _chosen_model(endpoint: Endpoint, ids: tuple[str, ...]) -> str:
@@ -72,3 +79,17 @@ def _version(endpoint: Endpoint, kind: str, api_key: str | None) -> str | None:
     except RequestFailed:
         return None
     return str(value) if value is not None else None
+
+
+def _metrics_support(endpoint: Endpoint, api_key: str | None) -> tuple[CounterNames | None, str]:
+    """(the speculation counters GET /metrics exposes, or None; one line saying so, for the manifest)."""
+    try:
+        text = get_text(endpoint.url, "/metrics", timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
+    except RequestFailed as err:
+        return None, f"no fallback: GET /metrics failed ({err})"
+    found = counters_in(text)
+    if found is None:
+        return None, ("no fallback: GET /metrics has no speculation counters "
+                      "(llamacpp:spec_decode_*, vllm:spec_decode_*)")
+    return found.names, (f"fallback available: {found.names.family} read before and after each request at "
+                         "concurrency 1, used where a response carries no verify steps")

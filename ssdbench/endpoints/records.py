@@ -57,6 +57,7 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "model": completion.model, "t_start_ns": t_start_ns, "text": completion.text,
         "server_finish_reason": completion.finish_reason, "token_source": source,
         "completion_tokens": int(counted) if isinstance(counted, int) else None,
+        "server_prompt_tokens": completion.server_prompt_tokens,
         "chunk_offsets_ms": [(c.t_ns - completion.start_ns) / 1e6 for c in completion.chunks],
         "chunk_tokens": per_chunk,
         "acceptance_source": acceptance and acceptance.source,
@@ -66,13 +67,18 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "acceptance_length": acceptance and acceptance.acceptance_length,
         "accepted_per_step": list(acceptance.accepted_per_step) if acceptance and acceptance.accepted_per_step
         else None,
+        "accepted_per_position": list(acceptance.accepted_per_position)
+        if acceptance and acceptance.accepted_per_position else None,
+        "acceptance_note": completion.acceptance_note,
     })
 
 
 def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurrency: int, url: str,
                    t_start_ns: int) -> None:
     nulls = dict.fromkeys(("model", "text", "server_finish_reason", "token_source", "completion_tokens",
+                           "server_prompt_tokens",
                            "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
-                           "verify_steps", "acceptance_length", "accepted_per_step"))
+                           "verify_steps", "acceptance_length", "accepted_per_step",
+                           "accepted_per_position", "acceptance_note"))
     append(recorder.endpoints, {**key_columns(recorder, key), "concurrency": concurrency, "status": "failed",
                                 "error": error, "url": url, "t_start_ns": t_start_ns, **nulls})

@@ -1,9 +1,15 @@
 """One streamed completion, timed on its own: every chunk's arrival, its text and token ids (where the
 server sends them), the finish reason, the usage and the request's acceptance.
 
-The prompt goes as token ids (`prompt: [ids]`, which OpenAI-compatible completions endpoints take), so
-an endpoint reads exactly the tokens the methods read: the same chat template, the same BOS.
-Times are `perf_counter_ns`; the request starts just before it is sent.
+Two APIs (`--endpoint-api`):
+- `completions` (`/v1/completions`): the prompt goes as token ids (`prompt: [ids]`, which
+  OpenAI-compatible completions endpoints take), so an endpoint reads exactly the tokens the methods
+  read: the same chat template, the same BOS.
+- `chat` (`/v1/chat/completions`): the prompt goes as the same messages the methods' ids were
+  templated from (`suites.chat.chat_messages`), and the server applies its own chat template; its
+  `usage.prompt_tokens` says whether it came to the same number of tokens. Deltas' `content` is the text.
+Both stream with `stream_options.include_usage`. Times are `perf_counter_ns`; the request starts just
+before it is sent.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from ssdbench.endpoints.acceptance import Acceptance, detect
 from ssdbench.endpoints.http import RequestFailed, open_connection, send
 
 COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class Completion:
     usage: dict | None = None
     model: str | None = None
     acceptance: Acceptance | None = None
+    acceptance_note: str | None = None  # why /metrics counters were not used, where they were refused
 
     @property
     def text(self) -> str:
@@ -52,25 +60,49 @@ class Completion:
     def first_token_ns(self) -> int:
         return self.chunks[0].t_ns if self.chunks else self.end_ns
 
+    @property
+    def server_prompt_tokens(self) -> int | None:
+        """The prompt's length as the server counted it (usage), where it says."""
+        value = (self.usage or {}).get("prompt_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sampling_fields(sampling: Sampling) -> dict:
+    fields = {"max_tokens": sampling.max_new_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,
+              "seed": sampling.seed, "stream": True, "stream_options": {"include_usage": True}}
+    if sampling.ignore_eos:
+        fields["ignore_eos"] = True
+    return fields
+
 
 def request_body(model: str, prompt_ids: list[int], sampling: Sampling, extra: dict) -> dict:
-    body = {"model": model, "prompt": list(prompt_ids), "max_tokens": sampling.max_new_tokens,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "seed": sampling.seed, "stream": True,
-            "stream_options": {"include_usage": True}, **extra}
-    if sampling.ignore_eos:
-        body["ignore_eos"] = True
-    return body
+    return {"model": model, "prompt": list(prompt_ids), **_sampling_fields(sampling), **extra}
+
+
+def chat_request_body(model: str, messages: list[dict], sampling: Sampling, extra: dict) -> dict:
+    return {"model": model, "messages": list(messages), **_sampling_fields(sampling), **extra}
 
 
 def stream_completion(url: str, model: str, prompt_ids: list[int], sampling: Sampling, *, timeout_s: float,
                       api_key: str | None = None, extra: dict | None = None) -> Completion:
     """The whole streamed answer, or RequestFailed (refused, timed out, HTTP error, broken stream)."""
     body = request_body(model, prompt_ids, sampling, extra or {})
+    return stream(url, COMPLETIONS_PATH, body, timeout_s=timeout_s, api_key=api_key)
+
+
+def stream_chat(url: str, model: str, messages: list[dict], sampling: Sampling, *, timeout_s: float,
+                api_key: str | None = None, extra: dict | None = None) -> Completion:
+    """The whole streamed chat answer (the server templates `messages`), or RequestFailed."""
+    body = chat_request_body(model, messages, sampling, extra or {})
+    return stream(url, CHAT_PATH, body, timeout_s=timeout_s, api_key=api_key)
+
+
+def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | None) -> Completion:
     conn = open_connection(url, timeout_s=timeout_s)
     start_ns = time.perf_counter_ns()
     deadline_ns = start_ns + int(timeout_s * 1e9)
     try:
-        response = send(conn, "POST", url, COMPLETIONS_PATH, body=body, api_key=api_key, streaming=True)
+        response = send(conn, "POST", url, path, body=body, api_key=api_key, streaming=True)
         completion = Completion(start_ns=start_ns, end_ns=start_ns)
         seen: list[dict] = []
         for t_ns, event in sse.events(response, url, deadline_ns=deadline_ns):

@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
-from ssdbench.endpoints.http import RequestFailed
+from ssdbench.endpoints.counter_acceptance import counted, joined
+from ssdbench.endpoints.http import RequestFailed, get_text
 from ssdbench.endpoints.kinds import BY_NAME
-from ssdbench.endpoints.preflight import ServerInfo
+from ssdbench.endpoints.preflight import PROBE_TIMEOUT_S, ServerInfo
+from ssdbench.endpoints.prometheus import SpecCounters, counters_in
 from ssdbench.endpoints.records import Tokenize, record_failure, record_success
-from ssdbench.endpoints.request import Completion, Sampling, stream_completion
+from ssdbench.endpoints.request import Completion, Sampling, stream_chat, stream_completion
 from ssdbench.endpoints.spec import Endpoint, EndpointPlan, engine_label
+from ssdbench.suites.chat import chat_messages
 
 DOWN_MARKERS = ("connection refused", "cannot resolve")
+COUNTER_REREADS = 10  # at 50 ms: how long a server may take to count a finished request's last tokens
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,52 @@ class EndpointRunner:
         sampling = Sampling(max_new_tokens=max_new_tokens, temperature=target.temperature, top_p=target.top_p,
                             seed=seed, ignore_eos=self.decode.ignore_eos)
         server = self.variant.server
-        return stream_completion(self.variant.endpoint.url, server.model, list(self.workload.token_ids[i]), sampling,
-                                 timeout_s=self.run_plan.request_timeout_s, api_key=self.run_plan.api_key,
-                                 extra=BY_NAME[server.kind].request_fields)
+        reads_counters = server.counters is not None and self.variant.concurrency == 1
+        before = self._read_counters() if reads_counters else None
+        completion = self._stream(i, sampling)
+        if reads_counters:
+            self._add_counted_acceptance(completion, before, self._read_counters_after(before, completion))
+        return completion
+
+    def _stream(self, i: int, sampling: Sampling) -> Completion:
+        endpoint, server = self.variant.endpoint, self.variant.server
+        common = {"timeout_s": self.run_plan.request_timeout_s, "api_key": self.run_plan.api_key,
+                  "extra": BY_NAME[server.kind].request_fields}
+        if endpoint.api == "chat":
+            return stream_chat(endpoint.url, server.model, chat_messages(self.workload.texts[i]), sampling, **common)
+        return stream_completion(endpoint.url, server.model, list(self.workload.token_ids[i]), sampling, **common)
+
+    def _read_counters(self) -> SpecCounters | str:
+        """The server's speculation counters now, or why they could not be read."""
+        try:
+            text = get_text(self.variant.endpoint.url, "/metrics", timeout_s=PROBE_TIMEOUT_S,
+                            api_key=self.run_plan.api_key)
+        except RequestFailed as err:
+            return f"/metrics not read: {err}"
+        return counters_in(text) or "/metrics not read: its speculation counters are gone"
+
+    def _read_counters_after(self, before: SpecCounters | str, completion: Completion) -> SpecCounters | str:
+        """The counters once they include the request: a server may add its last tokens a moment after the
+        stream ends (llama-server does so before it answers the next /metrics; vLLM's loggers may lag)."""
+        tokens = (completion.usage or {}).get("completion_tokens")
+        after = self._read_counters()
+        for _ in range(COUNTER_REREADS):
+            if isinstance(before, str) or isinstance(after, str) or not isinstance(tokens, int) \
+                    or after.generated - before.generated >= tokens:
+                break
+            time.sleep(0.05)
+            after = self._read_counters()
+        return after
+
+    @staticmethod
+    def _add_counted_acceptance(completion: Completion, before: SpecCounters | str, after: SpecCounters | str) -> None:
+        """The counters' difference joined to what the response itself carried (counter_acceptance)."""
+        if isinstance(before, str) or isinstance(after, str):
+            reading, note = None, before if isinstance(before, str) else after
+        else:
+            tokens = (completion.usage or {}).get("completion_tokens")
+            reading, note = counted(before, after, tokens if isinstance(tokens, int) else None)
+        completion.acceptance, completion.acceptance_note = joined(completion.acceptance, reading, note)
 
     def _record(self, repeat: int, i: int, t_start_ns: int, completion: Completion | None, error: str | None) -> None:
         name, engine = self.variant.key

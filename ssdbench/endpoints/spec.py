@@ -1,4 +1,4 @@
-"""What the user asked of the endpoints: names, URLs, launch commands, concurrency, timeouts.
+"""What the user asked of the endpoints: names, URLs, launch commands, the API, concurrency, timeouts.
 
 Parsed from the command line without any network, so a malformed option is one line (exit 2) before
 anything is loaded or claimed. The API key is read from an environment variable named by
@@ -16,6 +16,7 @@ from ssdbench.errors import UsageError
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_READY_TIMEOUT_S = 300.0
+APIS = ("completions", "chat")  # /v1/completions with the methods' token ids; /v1/chat/completions with messages
 ENGINE_PREFIX = "endpoint-c"  # a variant's engine: endpoint-c1, endpoint-c8 (its concurrency)
 
 
@@ -25,9 +26,10 @@ class Endpoint:
     url: str  # base URL without credentials or a trailing slash, e.g. http://127.0.0.1:8080
     model: str | None = None  # None: the one model the server lists
     launch: str | None = None  # a shell command that starts the server (--endpoint-launch)
+    api: str = "completions"  # completions (the methods' token ids) or chat (messages the server templates)
 
     def describe(self) -> dict:
-        return {"url": self.url, "model_requested": self.model, "launched_with": self.launch}
+        return {"url": self.url, "model_requested": self.model, "launched_with": self.launch, "api": self.api}
 
 
 @dataclass(frozen=True)
@@ -58,19 +60,21 @@ def engine_label(concurrency: int) -> str:
     return f"{ENGINE_PREFIX}{concurrency}"
 
 
-def parse_endpoint_plan(endpoints: list[str], launches: list[str], models: list[str], *, concurrency: str = "1",
+def parse_endpoint_plan(endpoints: list[str], launches: list[str], models: list[str], *, apis: list[str] = (),
+                        concurrency: str = "1",
                         request_timeout_s: float = DEFAULT_TIMEOUT_S, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
                         api_key_env: str | None = None, environ: dict | None = None,
                         reserved: tuple[str, ...] = ()) -> EndpointPlan | None:
     """The endpoints of a run, or None when none was given. `reserved`: names taken by methods."""
     if not endpoints:
-        if launches or models:
-            raise UsageError("--endpoint-launch and --endpoint-model need an --endpoint NAME=URL of the same name")
+        if launches or models or apis:
+            raise UsageError("--endpoint-launch, --endpoint-model and --endpoint-api need an --endpoint NAME=URL")
         return None
     urls = _pairs("--endpoint", endpoints)
     launch_of = _pairs("--endpoint-launch", launches)
     model_of = _pairs("--endpoint-model", models)
-    for flag, given in (("--endpoint-launch", launch_of), ("--endpoint-model", model_of)):
+    default_api, api_of = parse_apis(list(apis))
+    for flag, given in (("--endpoint-launch", launch_of), ("--endpoint-model", model_of), ("--endpoint-api", api_of)):
         unknown = sorted(set(given) - set(urls))
         if unknown:
             raise UsageError(f"{flag} {unknown[0]}: no --endpoint {unknown[0]}=URL names that endpoint")
@@ -80,10 +84,28 @@ def parse_endpoint_plan(endpoints: list[str], launches: list[str], models: list[
     _check_positive_s("--request-timeout-s", request_timeout_s)
     _check_positive_s("--endpoint-ready-timeout-s", ready_timeout_s)
     return EndpointPlan(
-        endpoints=tuple(Endpoint(name, _clean_url(name, url), model_of.get(name), launch_of.get(name))
-                        for name, url in urls.items()),
+        endpoints=tuple(Endpoint(name, _clean_url(name, url), model_of.get(name), launch_of.get(name),
+                                 api_of.get(name, default_api)) for name, url in urls.items()),
         concurrency=parse_concurrency(concurrency), request_timeout_s=request_timeout_s,
         ready_timeout_s=ready_timeout_s, api_key_env=api_key_env, api_key=_api_key(api_key_env, environ))
+
+
+def parse_apis(items: list[str]) -> tuple[str, dict[str, str]]:
+    """(the API of every endpoint not named, {name: its API}) from `--endpoint-api API` and
+    `--endpoint-api NAME=API` (repeatable); completions unless told otherwise."""
+    default, named = APIS[0], []
+    for item in items:
+        if "=" in item:
+            named.append(item)
+            continue
+        if item.strip() not in APIS:
+            raise UsageError(f"--endpoint-api must be {' or '.join(APIS)} (or NAME=API), got '{item}'")
+        default = item.strip()
+    per_name = _pairs("--endpoint-api", named)
+    for name, api in per_name.items():
+        if api not in APIS:
+            raise UsageError(f"--endpoint-api {name}: the API must be {' or '.join(APIS)}, got '{api}'")
+    return default, per_name
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:

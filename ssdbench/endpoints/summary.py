@@ -48,6 +48,28 @@ def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
         if row["acceptance_length"] is not None:
             line += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
         else:
-            line += "; no acceptance length (the engine counts no verify steps)"
+            line += "; no acceptance length (no verify steps reported; llama-server reports them with --metrics)"
         lines.append(f"{line} [from {row['acceptance_source']}]")
+    return lines
+
+
+def prompt_token_warnings(endpoints: pd.DataFrame, requests: pd.DataFrame) -> list[str]:
+    """One line per endpoint variant whose server counted other prompt lengths than the methods' ids:
+    with `--endpoint-api chat` it templated the conversation differently (or added tokens of its own),
+    so its requests are not quite the methods' prompts."""
+    if endpoints.empty or "server_prompt_tokens" not in endpoints or requests.empty:
+        return []
+    keys = ["method", "engine", "prompt_id", "request_idx", "repeat"]
+    both = endpoints[endpoints["status"] == "ok"].merge(requests[keys + ["prompt_tokens"]], on=keys)
+    both = both[both["server_prompt_tokens"].notna()]
+    lines = []
+    for (method, engine), group in both.groupby(["method", "engine"], sort=False):
+        differing = group[group["server_prompt_tokens"] != group["prompt_tokens"]]
+        if differing.empty:
+            continue
+        first = differing.iloc[0]
+        lines.append(f"warning: {method}@{engine}: the server counted {int(first['server_prompt_tokens'])} prompt "
+                     f"tokens where ssdbench's prompt has {int(first['prompt_tokens'])} ({len(differing)}/{len(group)} "
+                     "requests differ): it templated the prompt differently; both counts are recorded "
+                     "(endpoints.server_prompt_tokens, requests.prompt_tokens)")
     return lines

@@ -127,6 +127,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("token_source", _STR, "where requests.output_token_ids came from: server (ids it sent) or tokenizer "
            "(the target's tokenizer on the streamed text)", nullable=True),
         _c("completion_tokens", _I32, "tokens generated as the server counted them (usage)", nullable=True),
+        _c("server_prompt_tokens", _I32, "prompt tokens as the server counted them (usage); with --endpoint-api "
+           "chat the server templated the prompt itself, and a count unlike requests.prompt_tokens means it "
+           "templated differently", nullable=True),
         _c("chunk_offsets_ms", pa.list_(_F64), "arrival of each streamed chunk carrying output, from request "
            "start (differences are the inter-chunk times)", nullable=True),
         _c("chunk_tokens", pa.list_(_I32), "tokens each chunk carried (a speculating server may send several "
@@ -135,12 +138,17 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            "the server gave none", nullable=True),
         _c("draft_tokens", _I64, "draft tokens proposed over the request", nullable=True),
         _c("accepted_tokens", _I64, "of those, accepted", nullable=True),
-        _c("verify_steps", _I64, "target verify steps; null where the engine does not count them (llama.cpp)",
+        _c("verify_steps", _I64, "target verify steps; null where the engine does not count them (llama.cpp "
+           "without --metrics)",
            nullable=True),
         _c("acceptance_length", _F64, "tokens per verify step, bonus included, as the engine reports it",
            nullable=True),
         _c("accepted_per_step", pa.list_(_I32), "accepted drafts per verify step, where the engine gives them",
            nullable=True),
+        _c("accepted_per_position", pa.list_(_I32), "accepted drafts at each draft position over the request "
+           "(position 0 first), where the engine counts them (the /metrics per-position counters)", nullable=True),
+        _c("acceptance_note", _STR, "why the /metrics counters were not used for this request (other traffic "
+           "moved them, unreadable, disagreeing), where they were read; null otherwise", nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),

@@ -47,8 +47,8 @@ def prepare_workload(plan: RunPlan, models: ModelSet):
     tokenizer = models.tokenizer
     ids = tuple(tuple(render_prompt_ids(tokenizer, p, use_chat_template=request.chat_template)) for p in prompts)
     workload = Workload(
-        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=models.eos_ids
-    )
+        suite=suite.name, prompt_ids=tuple(p.prompt_id for p in prompts), token_ids=ids, eos_ids=models.eos_ids,
+        texts=tuple(p.text for p in prompts))
     info = {"name": suite.name, "source": suite.source, "sha256": suite.content_hash(),
             "num_prompts": len(prompts), "prompt_ids": list(workload.prompt_ids),
             "text_fields": suite.text_fields(len(prompts)),

@@ -21,11 +21,16 @@ def render_prompt_ids(tokenizer: Any, prompt: Prompt, *, use_chat_template: bool
     assistant's generation prompt; otherwise they are the tokenizer's plain encoding.
     """
     if is_template_applied(tokenizer, use_chat_template):
-        messages = [{"role": "user", "content": prompt.text}]
-        encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        encoded = tokenizer.apply_chat_template(chat_messages(prompt.text), add_generation_prompt=True, tokenize=True)
     else:
         encoded = tokenizer(prompt.text)
     return as_id_list(encoded)
+
+
+def chat_messages(text: str) -> list[dict[str, str]]:
+    """The conversation a prompt is: its first user turn alone, no system prompt. The methods' ids are
+    this conversation templated here; a chat endpoint gets the same messages and templates them itself."""
+    return [{"role": "user", "content": text}]
 
 
 def describe_template(tokenizer: Any, use_chat_template: bool) -> dict[str, Any]:

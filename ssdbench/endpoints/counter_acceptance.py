@@ -1,0 +1,71 @@
+"""A request's acceptance from the server-wide `/metrics` counters read just before and just after it,
+and how that reading joins the one the response itself carried.
+
+The rule, kept simple:
+- per-request fields come first; a response whose reading counts verify steps (vLLM, SGLang) is
+  taken as it is;
+- the counters are read only at concurrency 1 (`runner`), and their difference is taken as this
+  request's only when the generated-token counter moved by exactly the request's own completion
+  tokens; otherwise it is refused, and why goes in the row's `acceptance_note`;
+- a response with no figures gets the counters' reading alone; a response with a rate but no verify
+  steps (llama-server's `timings.draft_n`) gets the counters' verify steps, acceptance length and
+  per-position counts added, when the counters' draft and accepted counts equal its own; the source
+  then names both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ssdbench.endpoints.acceptance import Acceptance
+from ssdbench.endpoints.prometheus import SpecCounters
+
+
+def counted(before: SpecCounters, after: SpecCounters,
+            completion_tokens: int | None) -> tuple[Acceptance | None, str | None]:
+    """(the request's acceptance from the counters, or None; why none was taken, or None).
+
+    No speculation in the request (draft counters unmoved) is (None, None): nothing to record."""
+    names = after.names
+    if completion_tokens is None:
+        return None, "/metrics not used: the server counted no completion tokens to check its counters against"
+    largest = max(after.generated, after.draft_tokens, after.accepted, after.drafts)
+    if largest >= names.exact_below:
+        return None, f"/metrics refused: its counters passed {names.exact_below:.0e}, where the server rounds them"
+    generated = round(after.generated - before.generated)
+    if generated > completion_tokens:
+        return None, (f"/metrics refused: other traffic moved the counters ({generated} tokens generated on the "
+                      f"server during this request's {completion_tokens})")
+    if generated < completion_tokens:
+        return None, (f"/metrics refused: the counters had counted {generated} of this request's "
+                      f"{completion_tokens} tokens when read")
+    drafted, accepted, steps = (round(after.draft_tokens - before.draft_tokens),
+                                round(after.accepted - before.accepted), round(after.drafts - before.drafts))
+    if drafted == 0 and steps == 0:
+        return None, None
+    return Acceptance(names.source, draft_tokens=drafted, accepted_tokens=accepted, verify_steps=steps,
+                      acceptance_length=(accepted + steps) / steps if steps else None,
+                      accepted_per_position=_position_difference(before, after)), None
+
+
+def _position_difference(before: SpecCounters, after: SpecCounters) -> tuple[int, ...] | None:
+    if not after.per_position:
+        return None
+    earlier = before.per_position + (0.0,) * (len(after.per_position) - len(before.per_position))
+    return tuple(round(a - b) for a, b in zip(after.per_position, earlier))
+
+
+def joined(own: Acceptance | None, from_counters: Acceptance | None,
+           note: str | None) -> tuple[Acceptance | None, str | None]:
+    """The request's acceptance as recorded, and a note where the counters were refused or disagreed."""
+    if own is None:
+        return from_counters, note
+    if own.verify_steps is not None or from_counters is None:
+        return own, note if own.verify_steps is None else None
+    if (own.draft_tokens, own.accepted_tokens) != (from_counters.draft_tokens, from_counters.accepted_tokens):
+        return own, (f"/metrics not joined: its counters ({from_counters.draft_tokens} drafted, "
+                     f"{from_counters.accepted_tokens} accepted) differ from the response's ({own.draft_tokens}, "
+                     f"{own.accepted_tokens})")
+    return replace(own, source=f"{own.source} + {from_counters.source}", verify_steps=from_counters.verify_steps,
+                   acceptance_length=from_counters.acceptance_length,
+                   accepted_per_position=from_counters.accepted_per_position), None
