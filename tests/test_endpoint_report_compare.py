@@ -88,3 +88,30 @@ def test_report_draws_one_point_per_concurrency_level(runs, tmp_path):
             assert points.loc[level, "total_tokens_per_s"] == pytest.approx(one_at_a_time)
         else:  # two in flight: overlapping time counts once, so more than in turn, at most twice as much
             assert one_at_a_time < points.loc[level, "total_tokens_per_s"] <= 2 * one_at_a_time
+
+
+def test_compare_pairs_an_endpoint_run_with_a_native_run(runs):
+    endpoint_run, native_run = runs
+    result = ssdbench("compare", str(endpoint_run), str(native_run), "--baseline-variant", "1:ar", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    rows = {row["label"]: row for row in report["rows"]}
+    assert set(rows) == {"0:plain@endpoint-c1", "0:plain@endpoint-c2", "1:ar", "1:sd"}
+    for label in ("0:plain@endpoint-c1", "0:plain@endpoint-c2"):
+        row = rows[label]
+        assert row["speedup_pairs"] == 3  # paired with ar on every prompt
+        assert 0 < row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
+        assert row["speedup_e2e"] > 0
+        # llama.cpp's quantised kernels and ssdbench's fp32 may part on a near-tie: a share, computed
+        assert row["outputs_match"] is not None and 0.0 <= row["outputs_match"] <= 1.0
+    assert rows["1:sd"]["outputs_match"] == 1.0
+    assert any("endpoint variants ran on serving engines (plain: llama.cpp serving smollm2)" in n
+               for n in report["notes"])
+    # pairs are the same prompts: the server read exactly the token ids the native methods read
+    native = load_run(native_run).requests
+    read_by_ar = native[native["method"] == "ar"].set_index("prompt_id")["prompt_token_ids"]
+    sent = load_run(endpoint_run).requests
+    assert len(sent) == 6 and all(list(ids) == list(read_by_ar[prompt])
+                                  for prompt, ids in zip(sent["prompt_id"], sent["prompt_token_ids"]))
+    text = ssdbench("compare", str(endpoint_run), str(native_run), "--baseline-variant", "1:ar")
+    assert text.returncode == 0 and "run 0's endpoint variants ran on serving engines" in " ".join(text.stdout.split())
