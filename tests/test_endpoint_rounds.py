@@ -136,3 +136,17 @@ def test_rounds_without_a_per_step_draft_count_leave_proposed_and_the_rate_unkno
     vllm = compare_runs([run], baseline="plain@endpoint-c1").rows.set_index("variant").loc["vllm@endpoint-c1"]
     assert vllm["acceptance_length"] == pytest.approx(1 + 12 / 7)
     assert pd.isna(vllm["draft_acceptance_rate"]) and vllm["accept_marginal"] == []
+
+
+def test_the_run_summary_reads_server_rounds_straight_from_the_recorder(url):
+    """`ssdbench run` prints its table from the recorder's columns, before any Parquet round trip."""
+    from ssdbench.metrics.summary import summarize
+
+    recorder = Recorder("in-memory")
+    for idx, (prompt, (accepted, drafted)) in enumerate(PER_STEP.items()):
+        record(recorder, url, "vllm", prompt, idx, vllm_stream(accepted, drafted))
+        record(recorder, url, "plain", prompt, idx, plain_stream())
+    rows = summarize(pd.DataFrame(recorder.requests), pd.DataFrame(recorder.steps)).set_index("label")
+    assert rows.loc["vllm@endpoint-c1", "acceptance_length"] == pytest.approx(1 + 12 / 7)
+    assert rows.loc["vllm@endpoint-c1", "draft_acceptance_rate"] == pytest.approx(12 / 20)
+    assert rows.loc["plain@endpoint-c1", "rounds"] == 0
