@@ -150,3 +150,16 @@ def test_the_run_summary_reads_server_rounds_straight_from_the_recorder(url):
     assert rows.loc["vllm@endpoint-c1", "acceptance_length"] == pytest.approx(1 + 12 / 7)
     assert rows.loc["vllm@endpoint-c1", "draft_acceptance_rate"] == pytest.approx(12 / 20)
     assert rows.loc["plain@endpoint-c1", "rounds"] == 0
+
+
+def test_report_draws_the_server_rounds_acceptance_and_leaves_them_out_of_round_timings(tmp_path, url):
+    from ssdbench.report.html import write_report
+    from ssdbench.report.plots import frontier_points, stack_runs
+
+    run = recorded_run(tmp_path, url)
+    (tmp_path / "report").mkdir()
+    _, plots = write_report([run], tmp_path / "report")
+    drawn = {plot.name for plot in plots if plot.path is not None}
+    assert {"acceptance_length", "per_position_acceptance"} <= drawn
+    points = frontier_points(stack_runs([run]))  # from the requests, one per endpoint variant; no round times
+    assert sorted(points["label"]) == ["plain@endpoint-c1", "vllm@endpoint-c1"] and points["batch_size"].isna().all()
