@@ -106,7 +106,7 @@ def _add_request(steps: _Columns, requests: _Columns, key: dict, variant: Varian
         hit = None if variant.cache_hits is None else bool(variant.cache_hits[i % len(variant.cache_hits)])
         steps.add(**key, round=i, batch_size=1, row=0, proposed=proposed, accepted=accepted, emitted=emitted,
                   bonus_token=7, cache_hit=hit, backup=None if hit in (None, True) else "jit",
-                  fan_out_total=None if hit is None else 8, acceptance="exact", t_start_ns=1_000_000 * i, draft_ms=0.1 * proposed,
+                  fan_out_total=None if hit is None else 8, acceptance="exact", counted_by="ssdbench", t_start_ns=1_000_000 * i, draft_ms=0.1 * proposed,
                   verify_ms=step_ms * 0.8, wait_ms=0.0, sample_ms=0.05, step_ms=step_ms)
     outputs = [(prompt_idx * 31 + j + variant.output_offset) % 1000 for j in range(new_tokens)]
     requests.add(**key, batch_size=1, seed=seed, temperature=temperature, prompt_tokens=5, new_tokens=new_tokens,

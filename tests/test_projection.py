@@ -35,8 +35,8 @@ def step(method: str, prompt: int, accepted: int, *, proposed: int = 0, step_ms:
     return {"run_id": "synthetic", "method": method, "engine": "native", "suite": "synthetic",
             "prompt_id": f"p{prompt}", "request_idx": prompt, "repeat": 0, "round": 0, "batch_size": batch_size,
             "row": 0, "proposed": proposed, "accepted": accepted, "emitted": accepted + 1, "bonus_token": 7,
-            "cache_hit": cache_hit, "backup": backup, "fan_out_total": fan_out, "acceptance": "exact", "t_start_ns": 0,
-            "draft_ms": draft_ms,
+            "cache_hit": cache_hit, "backup": backup, "fan_out_total": fan_out, "acceptance": "exact", "counted_by": "ssdbench",
+            "t_start_ns": 0, "draft_ms": draft_ms,
             "verify_ms": step_ms - draft_ms - wait_ms if verify_ms is None else verify_ms, "wait_ms": wait_ms, "sample_ms": 0.0,
             "step_ms": step_ms}
 

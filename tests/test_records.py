@@ -31,6 +31,7 @@ def steps_cols() -> dict:
         "proposed": [4, 4, 4], "accepted": [4, 1, 2], "emitted": [5, 2, 3],
         "bonus_token": [11, 12, 13], "cache_hit": [None, None, True],
         "backup": [None, None, None], "fan_out_total": [None, None, 15], "acceptance": ["exact"] * n,
+        "counted_by": ["ssdbench"] * n,
         "t_start_ns": [1_000, 2_000, 3_000], "draft_ms": [1.5, 1.25, 0.0],
         "verify_ms": [3.0, 3.5, 3.25], "wait_ms": [0.0, 0.0, 0.5],
         "sample_ms": [0.25, 0.25, 0.25], "step_ms": [4.75, 5.0, 4.0],
@@ -254,7 +255,7 @@ def test_older_schema_version_goes_through_the_upgraders(tmp_path, monkeypatch):
 
 
 def _rewrite_as_v1(path) -> None:
-    """What a v1 run looked like on disk: no requests.batch_size (nor v3's steps.acceptance), version 1 everywhere."""
+    """What a v1 run looked like on disk: no requests.batch_size (nor v3's steps.acceptance, v4's steps.counted_by), version 1 everywhere."""
     import pyarrow.parquet as pq
 
     for name in schema.TABLE_NAMES:
@@ -262,7 +263,7 @@ def _rewrite_as_v1(path) -> None:
         if name == "requests":
             table = table.drop_columns(["batch_size"])
         if name == "steps":
-            table = table.drop_columns(["acceptance"])
+            table = table.drop_columns(["acceptance", "counted_by"])
         meta = {**table.schema.metadata, schema.VERSION_KEY: b"1"}
         pq.write_table(table.replace_schema_metadata(meta), path / f"{name}.parquet")
     manifest = path / schema.MANIFEST_NAME
@@ -285,6 +286,7 @@ def test_v1_requests_gain_the_batch_size_they_ran_in(tmp_path):
     assert run.manifest["schema_version"] == schema.SCHEMA_VERSION
     assert run.requests["batch_size"].tolist() == [2, 3, 1]
     assert run.steps["acceptance"].tolist() == ["exact"] * 3  # every run before v3 used the exact rule
+    assert run.steps["counted_by"].tolist() == ["ssdbench"] * 3  # and before v4 ran every round itself
     assert run.manifest["acceptance"] == "exact"
 
 

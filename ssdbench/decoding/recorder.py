@@ -9,13 +9,13 @@ from dataclasses import dataclass, field, fields
 
 from ssdbench.decoding.batch import RowState
 from ssdbench.decoding.loop import StepRecord
-from ssdbench.records.schema import COLUMNS
+from ssdbench.records.schema import COLUMNS, COUNTED_BY_SERVER, COUNTED_BY_SSDBENCH
 
 STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("row", "extras"))
 KEY_FIELDS = ("run_id", "method", "engine", "suite", "prompt_id", "request_idx", "repeat")
 # steps columns a method fills through StepRecord.extras (ssd: cache_hit, backup, fan_out_total); null for the others
 EXTRA_STEP_COLUMNS = tuple(c.name for c in COLUMNS["steps"]
-                           if c.name not in (*KEY_FIELDS, *STEP_FIELDS, "row", "acceptance"))
+                           if c.name not in (*KEY_FIELDS, *STEP_FIELDS, "row", "acceptance", "counted_by"))
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,22 @@ class Recorder:
     def add_steps(self, keys: list[RequestKey], records: list[StepRecord], *, acceptance: str = "exact") -> None:
         """acceptance: how these rounds accepted drafts (`exact`, or `synthetic:...`: outputs not the target's)."""
         for record in records:
-            self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row]), "acceptance": acceptance})
+            self._append(self.steps, {"run_id": self.run_id, **_key_dict(keys[record.row]), "acceptance": acceptance,
+                                      "counted_by": COUNTED_BY_SSDBENCH})
             self._append(self.steps, {name: getattr(record, name) for name in STEP_FIELDS})
             self._append(self.steps, {name: record.extras.get(name) for name in EXTRA_STEP_COLUMNS})
             self._append(self.steps, {"row": record.row})
+
+    def add_server_rounds(self, key: RequestKey, accepted: list[int], proposed: list[int] | None, *,
+                          source: str) -> None:
+        """One steps row per verify step a serving engine reported for one request (`source`: the response
+        field). The server gives counts only: emitted is accepted + 1 (its acceptance length counts the
+        bonus), and what it does not say (times, batch, row, bonus token) stays null rather than made up."""
+        drafted = proposed if proposed is not None and len(proposed) == len(accepted) else [None] * len(accepted)
+        for number, (kept, offered) in enumerate(zip(accepted, drafted), start=1):
+            row = {"run_id": self.run_id, **_key_dict(key), "round": number, "proposed": offered, "accepted": kept,
+                   "emitted": kept + 1, "acceptance": "exact", "counted_by": COUNTED_BY_SERVER + source}
+            self._append(self.steps, {column: row.get(column) for column in self.steps})
 
     def add_request(self, key: RequestKey, row: RowState, *, seed: int, temperature: float, times_ns: tuple[int, int, int], rounds: int,
                     batch_size: int) -> None:

@@ -9,7 +9,7 @@ an `Acceptance`, or None when the object does not carry its engine's fields. Sha
   `--metrics`, `counter_acceptance` adds them from the server's counters).
 - vLLM (`--per-request-spec-decode-metrics summary|detailed`): `metrics.speculative_decoding` with
   `num_spec_steps`, `num_draft_tokens`, `num_accepted_draft_tokens`, `mean_acceptance_length`;
-  `detailed` adds `per_step_accepted` (in a stream: on the final usage chunk).
+  `detailed` adds `per_step_accepted` and `per_step_drafted` (in a stream: on the final usage chunk).
 - SGLang: `sglext.spec_tokens_details` (OpenAI endpoints, `return_spec_tokens_details`) with
   `spec_verify_ct`, `spec_num_proposed_drafts`, `spec_num_correct_drafts`, `spec_accept_length`;
   on `/generate`, the same names in `meta_info`.
@@ -38,6 +38,7 @@ class Acceptance:
     acceptance_length: float | None = None  # tokens per verify step, bonus included; None where unknown
     accepted_per_step: tuple[int, ...] | None = None  # per verify step, where the engine gives it
     accepted_per_position: tuple[int, ...] | None = None  # accepted at draft position i, summed over steps
+    drafted_per_step: tuple[int, ...] | None = None  # drafts proposed per verify step, where the engine gives it
 
     @property
     def rate(self) -> float | None:
@@ -70,12 +71,19 @@ def from_vllm(event: dict) -> Acceptance | None:
     spec = _dict(_dict(event.get("metrics")).get("speculative_decoding"))
     if not spec:
         return None
-    per_step = spec.get("per_step_accepted")
     return Acceptance(VLLM, draft_tokens=_int(spec.get("num_draft_tokens")),
                       accepted_tokens=_int(spec.get("num_accepted_draft_tokens")),
                       verify_steps=_int(spec.get("num_spec_steps")),
                       acceptance_length=_float(spec.get("mean_acceptance_length")),
-                      accepted_per_step=tuple(int(a) for a in per_step) if isinstance(per_step, list) else None)
+                      accepted_per_step=_counts(spec.get("per_step_accepted")),
+                      drafted_per_step=_counts(spec.get("per_step_drafted")))
+
+
+def _counts(value) -> tuple[int, ...] | None:
+    """A per-step array of non-negative whole counts, or None where it is absent or not one."""
+    if not isinstance(value, list) or not all(_int(v) is not None and v >= 0 and v == int(v) for v in value):
+        return None
+    return tuple(int(v) for v in value)
 
 
 def _sglang(details: dict, source: str) -> Acceptance | None:

@@ -4,6 +4,8 @@ gate pair it with methods and other endpoints), and an `endpoints` row with what
 
 TTFT is request start to the first chunk carrying output; decode time is that chunk to the stream's
 end; new tokens are the server's count (usage) where it gives one, else the output ids' count.
+Where the engine reports accepted drafts per verify step (vLLM's `detailed` per-request metrics), each
+step also becomes a `steps` row, counted by the server (`steps.counted_by`), with no times of its own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.endpoints.acceptance import Acceptance
 from ssdbench.endpoints.request import Completion
 
 Tokenize = Callable[[str], list[int]]
@@ -43,15 +46,16 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
     new_tokens = int(counted) if isinstance(counted, int) else len(ids)
     decode_ms = (completion.end_ns - completion.first_token_ns) / 1e6
     per_token = decode_ms / (new_tokens - 1) if new_tokens > 1 and decode_ms > 0 else None
+    acceptance = completion.acceptance
+    rounds = record_server_rounds(recorder, key, acceptance)
     append(recorder.requests, {
         **key_columns(recorder, key), "batch_size": 1, "seed": seed, "temperature": temperature,
         "prompt_tokens": len(prompt_ids), "new_tokens": new_tokens,
         "ttft_ms": (completion.first_token_ns - completion.start_ns) / 1e6, "decode_ms": decode_ms,
-        "tpot_ms": per_token, "decode_tokens_per_s": 1000.0 / per_token if per_token else None, "rounds": 0,
+        "tpot_ms": per_token, "decode_tokens_per_s": 1000.0 / per_token if per_token else None, "rounds": rounds,
         "finish_reason": "eos" if completion.finish_reason == "stop" else "length",
         "prompt_token_ids": list(prompt_ids), "output_token_ids": ids,
     })
-    acceptance = completion.acceptance
     append(recorder.endpoints, {
         **key_columns(recorder, key), "concurrency": concurrency, "status": "ok", "error": None, "url": url,
         "model": completion.model, "t_start_ns": t_start_ns, "text": completion.text,
@@ -71,6 +75,17 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         if acceptance and acceptance.accepted_per_position else None,
         "acceptance_note": completion.acceptance_note,
     })
+
+
+def record_server_rounds(recorder: Recorder, key: RequestKey, acceptance: Acceptance | None) -> int:
+    """The request's verify steps as `steps` rows where the engine counted them one by one; how many
+    (0 where it gave no per-step counts: the request's `rounds` are then unknown, and no rows are made up)."""
+    if acceptance is None or not acceptance.accepted_per_step:
+        return 0
+    recorder.add_server_rounds(key, list(acceptance.accepted_per_step),
+                               list(acceptance.drafted_per_step) if acceptance.drafted_per_step else None,
+                               source=acceptance.source)
+    return len(acceptance.accepted_per_step)
 
 
 def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurrency: int, url: str,

@@ -12,11 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssdbench.metrics.summary import add_label
+from ssdbench.metrics.summary import add_label, own_rounds
 
 
 def joules_per_token(steps: pd.DataFrame, requests: pd.DataFrame, gpu: pd.DataFrame) -> dict[str, float]:
-    """label -> joules per generated token over every sampled GPU (absent: no samples or no rounds)."""
+    """label -> joules per generated token over every sampled GPU (absent: no samples or no rounds; a
+    serving engine's reported rounds have no times, so endpoint variants are absent too)."""
+    steps = own_rounds(steps)
     if gpu is None or gpu.empty or steps.empty:
         return {}
     counters = {index: _cumulative_joules(group) for index, group in gpu.groupby("device_index")}

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ssdbench.metrics.stats import geometric_mean_ci
+from ssdbench.records.schema import COUNTED_BY_SSDBENCH
 
 PAIR_KEYS = ["suite", "prompt_id", "repeat"]
 SPEEDUP_NOTE = ("decode speedup: paired geometric mean of decode tok/s ratios (prefill excluded); e2e speedup: "
@@ -110,11 +111,12 @@ def _acceptance(steps: pd.DataFrame, method: str) -> dict:
                 "draft_acceptance_rate": float("nan"), "rounds": 0, "accept_marginal": marginal,
                 "accept_conditional": conditional, **cache_hits(steps)}
     per_request = steps.groupby(["suite", "prompt_id", "repeat"])["emitted"].mean()
-    proposed = steps["proposed"].sum()
+    counted = steps[steps["proposed"].notna()]  # a server's rounds may not say how many drafts they verified
+    proposed = counted["proposed"].sum()
     return {
         "acceptance_length": float(steps["emitted"].mean()),
         "acceptance_length_per_request": float(per_request.mean()),
-        "draft_acceptance_rate": float(steps["accepted"].sum() / proposed) if proposed else float("nan"),
+        "draft_acceptance_rate": float(counted["accepted"].sum() / proposed) if proposed else float("nan"),
         "rounds": int(len(steps)),
         "accept_marginal": marginal,
         "accept_conditional": conditional,
@@ -122,10 +124,19 @@ def _acceptance(steps: pd.DataFrame, method: str) -> dict:
     }
 
 
+def own_rounds(steps: pd.DataFrame) -> pd.DataFrame:
+    """The rounds ssdbench's decode loop ran and timed: a serving engine's reported rounds
+    (`steps.counted_by`) carry counts but no times, batch or row, so timing code reads only these."""
+    if "counted_by" not in steps.columns or steps.empty:
+        return steps
+    return steps[steps["counted_by"] == COUNTED_BY_SSDBENCH]
+
+
 def acceptance_by_position(steps: pd.DataFrame) -> tuple[list[float], list[float]]:
     """Per draft position i = 1..K: marginal P(first i drafts all accepted) and conditional
-    P(draft i accepted | drafts 1..i-1 accepted), over rounds that proposed at least i drafts."""
-    spec = steps[steps["proposed"] > 0] if len(steps) else steps
+    P(draft i accepted | drafts 1..i-1 accepted), over rounds that proposed at least i drafts
+    (rounds whose proposal is unknown, a server's that gave no per-step draft count, left out)."""
+    spec = steps[steps["proposed"].fillna(0) > 0] if len(steps) else steps
     if spec.empty:
         return [], []
     proposed = spec["proposed"].to_numpy(dtype=int)

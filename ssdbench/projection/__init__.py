@@ -127,9 +127,9 @@ def describe_hardware(manifest: dict) -> str:
 
 def measure_run(run) -> Measured:
     """The theory's inputs, per variant with recorded rounds, from a loaded `Run`."""
-    from ssdbench.metrics.summary import add_label, summarize
+    from ssdbench.metrics.summary import add_label, own_rounds, summarize
 
-    steps = add_label(run.steps)
+    steps = add_label(own_rounds(run.steps))  # a server's reported rounds have no times to project from
     summary = summarize(run.requests, run.steps).set_index("label")
     variants = {label: _variant(label, group, summary.loc[label])
                 for label, group in steps.groupby("label", sort=False) if label in summary.index}

@@ -51,8 +51,16 @@ def _v2_to_v3(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
     return {**manifest, "acceptance": manifest.get("acceptance", "exact")}, {**tables, "steps": steps}
 
 
+def _v3_to_v4(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
+    """v4 adds steps.counted_by (and lets a server's rounds leave times, batch, row and bonus null); every
+    earlier round was ssdbench's own."""
+    steps = tables["steps"]
+    steps = steps.append_column("counted_by", pa.array([schema.COUNTED_BY_SSDBENCH] * steps.num_rows, type=pa.string()))
+    return manifest, {**tables, "steps": steps}
+
+
 # UPGRADERS[n] turns a version-n run into a version-(n+1) run.
-UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3}
+UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 _NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                     pa.bool_(): pd.BooleanDtype()}

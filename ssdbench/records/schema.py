@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # v2: requests.batch_size; v3: steps.acceptance
+SCHEMA_VERSION = 4  # v2: requests.batch_size; v3: steps.acceptance; v4: steps.counted_by (rounds from a server)
 # Key under which the version is stored in each Parquet file's key-value metadata.
 VERSION_KEY = b"ssdbench.schema_version"
 TABLE_KEY = b"ssdbench.table"
@@ -26,6 +26,8 @@ MANIFEST_NAME = "manifest.json"
 TABLE_NAMES = ("steps", "requests", "gpu")
 # Tables a run may lack (runs written before they existed, or methods that have none).
 OPTIONAL_TABLE_NAMES = ("events", "endpoints")
+COUNTED_BY_SSDBENCH = "ssdbench"  # steps.counted_by of a round the decode loop ran and timed
+COUNTED_BY_SERVER = "server: "  # prefix of steps.counted_by on a serving engine's reported rounds
 STATUS_RUNNING, STATUS_COMPLETE = "running", "complete"
 STATUS_FAILED, STATUS_INTERRUPTED = "failed", "interrupted"
 
@@ -62,28 +64,36 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "steps": _REQUEST_KEY + (
         _c("round", _I32, "verify round of the request, counted from 1 (round 0 is the prefill, which "
            "draws the first token and has no steps row)"),
-        _c("batch_size", _I32, "sequences in the batch this round"),
-        _c("row", _I32, "this sequence's row in the batch"),
-        _c("proposed", _I32, "draft tokens proposed (K; 0 for ar)"),
+        _c("batch_size", _I32, "sequences in the batch this round; null on a server's rounds (counted_by)",
+           nullable=True),
+        _c("row", _I32, "this sequence's row in the batch; null on a server's rounds", nullable=True),
+        _c("proposed", _I32, "draft tokens proposed (K; 0 for ar); null on a server's round where it gives no "
+           "per-step draft count", nullable=True),
         _c("accepted", _I32, "proposed tokens accepted by verification"),
-        _c("emitted", _I32, "tokens committed this round, bonus included, cut at EOS/limit"),
+        _c("emitted", _I32, "tokens committed this round, bonus included, cut at EOS/limit (a server's round: "
+           "accepted + 1, as the server counts its acceptance length)"),
         _c("bonus_token", _I64, "token id the target drew after the accepted prefix; an output token "
-           "only when emitted == accepted + 1 (a round cut by EOS or the token limit may leave it out)"),
+           "only when emitted == accepted + 1 (a round cut by EOS or the token limit may leave it out); null on "
+           "a server's rounds", nullable=True),
         _c("cache_hit", pa.bool_(), "ssd: proposal came from the speculation cache; null "
            "outside ssd", nullable=True),
         _c("backup", _STR, "ssd miss: backup that made the proposal (jit, fast, ...); null "
            "otherwise", nullable=True),
         _c("fan_out_total", _I32, "ssd: branches built for this sequence (sum of F_k); null "
            "outside ssd", nullable=True),
-        _c("acceptance", _STR, "how this round accepted drafts: 'exact' (the acceptance rule) or "
-           "'synthetic:RATE[,hit=H]' (--acceptance: a timing aid; accepted counts are drawn, outputs are not "
-           "the target's). ar's rounds are always exact"),
-        _c("t_start_ns", _I64, "round start, time.time_ns()"),
-        _c("draft_ms", _F64, "time the verifier spent drafting (sd, ssd jit backup)"),
-        _c("verify_ms", _F64, "target forward and acceptance"),
-        _c("wait_ms", _F64, "time the verifier waited for a proposal"),
-        _c("sample_ms", _F64, "sampling and acceptance-rule time"),
-        _c("step_ms", _F64, "whole round, wall time"),
+        _c("acceptance", _STR, "how this round accepted drafts: 'exact' (a real acceptance rule: ssdbench's, or "
+           "a serving engine's on its reported rounds) or 'synthetic:RATE[,hit=H]' (--acceptance: a timing aid; "
+           "accepted counts are drawn, outputs are not the target's). ar's rounds are always exact"),
+        _c("counted_by", _STR, "who counted this round: 'ssdbench' (its decode loop ran and timed it) or "
+           "'server: <response field>' (a serving engine's per-step report, e.g. vLLM's per_step_accepted: "
+           "counts only; its times, batch, row and bonus token are null, never made up)"),
+        _c("t_start_ns", _I64, "round start, time.time_ns(); null on a server's rounds", nullable=True),
+        _c("draft_ms", _F64, "time the verifier spent drafting (sd, ssd jit backup); null on a server's rounds",
+           nullable=True),
+        _c("verify_ms", _F64, "target forward and acceptance; null on a server's rounds", nullable=True),
+        _c("wait_ms", _F64, "time the verifier waited for a proposal; null on a server's rounds", nullable=True),
+        _c("sample_ms", _F64, "sampling and acceptance-rule time; null on a server's rounds", nullable=True),
+        _c("step_ms", _F64, "whole round, wall time; null on a server's rounds", nullable=True),
     ),
     "requests": _REQUEST_KEY + (
         _c("batch_size", _I32, "sequences decoded together with this request (1 for the transformers "

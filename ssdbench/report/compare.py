@@ -150,6 +150,22 @@ def check_fairness(runs: Sequence[Run], *, allow_mismatch: bool, allowed: frozen
     return differences
 
 
+def endpoint_notes(runs: Sequence[Run]) -> list[str]:
+    """Runs with serving endpoints: their weights, dtype and kernels are the server's, which the fairness
+    fields (read from ssdbench's own target) do not describe; a reader pairing them with native variants
+    should know what each server said it served."""
+    notes = []
+    for index, run in enumerate(runs):
+        served = ((run.manifest.get("endpoints") or {}).get("endpoints") or {})
+        if not isinstance(served, dict) or not served:
+            continue
+        described = ", ".join(f"{name}: {info.get('kind', '?')} serving {info.get('model_reported', '?')}"
+                              for name, info in served.items() if isinstance(info, dict))
+        notes.append(f"run {index}'s endpoint variants ran on serving engines ({described}): their weights, dtype "
+                     "and kernels are the server's, not those the fairness check compares")
+    return notes
+
+
 @dataclass
 class Comparison:
     runs: list[Run]
@@ -223,7 +239,7 @@ def compare_runs(runs: Sequence[Run], *, baseline: str | None = None, allow_mism
     requests, steps = _labelled(runs, "requests"), _labelled(runs, "steps")
     labels = list(dict.fromkeys(requests["label"])) if len(requests) else []
     base = resolve_baseline(labels, baseline)
-    notes = setting_differences(runs) if runs else []
+    notes = (setting_differences(runs) + endpoint_notes(runs)) if runs else []
     notes += [] if base else [f"no '{DEFAULT_BASELINE}' variant in any run: no speedups (choose one with "
                              "--baseline-variant)"]
     rows = summarize(requests, steps, baseline=base or "") if labels else pd.DataFrame()

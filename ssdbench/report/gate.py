@@ -41,7 +41,7 @@ METRICS = {m.name: m for m in (
     Metric("ttft_ms", "timed", is_higher_better=False),
     Metric("tpot_ms", "timed", is_higher_better=False),
     Metric("acceptance_length", "pooled", num="emitted", den="rounds"),
-    Metric("draft_acceptance_rate", "pooled", num="accepted", den="proposed"),
+    Metric("draft_acceptance_rate", "pooled", num="accepted_of_proposed", den="proposed"),
     Metric("cache_hit_rate", "pooled", num="hits", den="known_hits"),
     Metric("outputs_match", "outputs"),
 )}
@@ -127,12 +127,15 @@ def _variants(run: Run) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
 
 def _per_request(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per request: the sums pooled metrics are made of (rounds, emitted, hits, ...)."""
+    columns = ["rounds", "emitted", "accepted", "accepted_of_proposed", "proposed", "hits", "known_hits"]
     steps = steps.assign(rounds=1, hits=pd.array(steps["cache_hit"], dtype="boolean").fillna(False).astype(int),
-                         known_hits=(~pd.array(steps["cache_hit"], dtype="boolean").isna()).astype(int))
-    sums = steps.groupby(PAIR_KEYS)[["rounds", "emitted", "accepted", "proposed", "hits", "known_hits"]].sum()
+                         known_hits=(~pd.array(steps["cache_hit"], dtype="boolean").isna()).astype(int),
+                         # a server's round may not say how many drafts it verified: its accepted count then
+                         # stays out of the draft acceptance rate, as its proposal does
+                         accepted_of_proposed=steps["accepted"].where(steps["proposed"].notna(), 0))
+    sums = steps.groupby(PAIR_KEYS)[columns].sum()
     keep = requests[PAIR_KEYS + ["temperature", "seed", "output_token_ids"]]
-    return keep.merge(sums.reset_index(), on=PAIR_KEYS, how="left").fillna(
-        {c: 0 for c in ("rounds", "emitted", "accepted", "proposed", "hits", "known_hits")})
+    return keep.merge(sums.reset_index(), on=PAIR_KEYS, how="left").fillna(dict.fromkeys(columns, 0))
 
 
 def _ratio_ci(num_b: np.ndarray, den_b: np.ndarray, num_c: np.ndarray, den_c: np.ndarray,

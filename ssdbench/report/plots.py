@@ -27,6 +27,7 @@ class Frames:
     requests: object
     gpu: object
     num_runs: int
+    endpoints: object = None  # requests sent to serving engines (the runs' endpoints tables), or None
 
 
 def run_names(runs) -> list[str]:
@@ -51,7 +52,9 @@ def stack_runs(runs) -> Frames:
             parts.append(frame)
         return pd.concat(parts, ignore_index=True)
 
-    return Frames(stacked("steps", True), stacked("requests", True), stacked("gpu", False), len(runs))
+    sent = [(name, run.endpoints) for name, run in zip(run_names(runs), runs) if run.endpoints is not None]
+    endpoints = pd.concat([frame.assign(run=name) for name, frame in sent], ignore_index=True) if sent else None
+    return Frames(stacked("steps", True), stacked("requests", True), stacked("gpu", False), len(runs), endpoints)
 
 
 def _acceptance_hist(fig, d: Frames) -> str | None:
@@ -112,19 +115,47 @@ def _throughput(fig, d: Frames) -> str | None:
 
 
 def frontier_points(d: Frames):
-    """Per (run, label): total decode tokens/s (emitted / wall time of its rounds, a batch's
-    shared round counted once) and per-request decode latency (median TPOT)."""
+    """One point per (run, variant); `series` joins the points a line connects, `load` names what differs
+    along it. Methods: total decode tokens/s (emitted / wall time of ssdbench's own rounds, a batch's
+    shared round counted once) against per-request decode latency (median TPOT), `load` b=batch size.
+    Endpoints, one point per concurrency level (series NAME@endpoint, `load` c=N): decode tokens/s over
+    the union of their concurrent requests' decode windows against their median TPOT
+    (`pareto.endpoint_throughput_latency`): the same two quantities."""
     import pandas as pd
 
+    from ssdbench.metrics.summary import own_rounds
+    from ssdbench.report.pareto import endpoint_throughput_latency
+
     rows = []
-    for (run, label), group in d.steps.groupby(["run", "label"], sort=False):
+    served = _endpoint_variants(d)
+    for (run, label), group in own_rounds(d.steps).groupby(["run", "label"], sort=False):
+        if (run, label) in served:
+            continue
         rounds = group.drop_duplicates(["t_start_ns", "step_ms"])
         requests = d.requests[(d.requests["run"] == run) & (d.requests["label"] == label)]
-        rows.append({"run": run, "label": label, "method": group["method"].iloc[0],
-                     "batch_size": int(group["batch_size"].max()),
+        size = int(group["batch_size"].max())
+        rows.append({"run": run, "label": label, "series": label, "method": group["method"].iloc[0],
+                     "batch_size": size, "concurrency": None, "load": f"b={size}",
                      "total_tokens_per_s": group["emitted"].sum() / (rounds["step_ms"].sum() / 1e3),
                      "latency_ms": float(requests["tpot_ms"].median())})
-    return pd.DataFrame(rows)
+    for run, requests in d.requests.groupby("run", sort=False):
+        sent = None if d.endpoints is None else d.endpoints[d.endpoints["run"] == run]
+        for _, point in endpoint_throughput_latency(requests.drop(columns=["label"]), sent).iterrows():
+            rows.append({"run": run, "label": point["label"], "series": f"{point['method']}@endpoint",
+                         "method": point["method"], "batch_size": None, "concurrency": point["concurrency"],
+                         "load": f"c={point['concurrency']}", "total_tokens_per_s": point["total_tokens_per_s"],
+                         "latency_ms": point["latency_ms"]})
+    return pd.DataFrame(rows, columns=["run", "label", "series", "method", "batch_size", "concurrency", "load",
+                                       "total_tokens_per_s", "latency_ms"])
+
+
+def _endpoint_variants(d: Frames) -> set[tuple[str, str]]:
+    """(run, label) of every endpoint variant: their points come from their requests, never from rounds."""
+    if d.endpoints is None or d.endpoints.empty:
+        return set()
+    from ssdbench.metrics.summary import variant_label
+
+    return {(run, variant_label(m, e)) for run, m, e in zip(d.endpoints["run"], d.endpoints["method"], d.endpoints["engine"])}
 
 
 def pareto_mask(latency, throughput) -> list[bool]:
@@ -134,22 +165,23 @@ def pareto_mask(latency, throughput) -> list[bool]:
 
 
 def _frontier(fig, d: Frames) -> str | None:
-    points = frontier_points(d)
+    points = frontier_points(d).dropna(subset=["total_tokens_per_s", "latency_ms"])
     if points.empty:
-        return "no decode rounds (every request ended at its first token)"
-    if d.num_runs < 2 and points["batch_size"].nunique() < 2:
-        return "needs several runs or batch sizes (give more than one run)"
+        return "no decode rounds and no endpoint request that decoded past its first token"
+    if d.num_runs < 2 and points.groupby("series").size().max() < 2:
+        return "needs several runs, batch sizes or endpoint concurrency levels (give more than one run, or --concurrency 1,N)"
     ax = fig.add_subplot()
-    for label, group in points.groupby("label", sort=False):
+    for series, group in points.groupby("series", sort=False):
         group = group.sort_values("latency_ms")
         is_best = pareto_mask(group["latency_ms"], group["total_tokens_per_s"])
         best, rest = group[is_best], group[[not b for b in is_best]]
-        line = ax.plot(best["latency_ms"], best["total_tokens_per_s"], linestyle="--", marker="o", label=label)[0]
+        line = ax.plot(best["latency_ms"], best["total_tokens_per_s"], linestyle="--", marker="o", label=series)[0]
         ax.scatter(rest["latency_ms"], rest["total_tokens_per_s"], facecolors="none", edgecolors=line.get_color())
         for _, p in group.iterrows():
-            ax.annotate(f"b={p['batch_size']}", (p["latency_ms"], p["total_tokens_per_s"]), fontsize=7)
-    ax.set(xlabel="per-request decode latency: median TPOT (ms/token)", ylabel="total decode tokens/s",
-           title="filled and dashed: Pareto frontier per method; hollow: dominated")
+            ax.annotate(p["load"], (p["latency_ms"], p["total_tokens_per_s"]), fontsize=7)
+    ax.set(xlabel="per-request decode latency: median TPOT (ms/token)",
+           ylabel="total decode tokens/s\n(endpoints: over their concurrent requests' decode span)",
+           title="filled and dashed: Pareto frontier per method or endpoint; hollow: dominated; b=batch, c=concurrency")
     ax.legend()
     return None
 
