@@ -57,3 +57,16 @@ def code_prompt_ids() -> list[int]:
     ids = [vocab[w] for w in words if w in vocab]
     assert len(ids) >= 10
     return ids
+
+
+def started(tmp_path_factory, name: str, **kwargs):
+    """A llama-server (server_command's options) launched as the runs launch one, ready: (endpoint, the
+    launch context to __exit__ when done, its process, its log). For module-scoped fixtures."""
+    from ssdbench.endpoints.launch import launched
+    from ssdbench.endpoints.spec import Endpoint
+
+    port = free_port()
+    endpoint = Endpoint(name, f"http://127.0.0.1:{port}", launch=server_command(port, **kwargs))
+    log = tmp_path_factory.mktemp("logs") / f"{name}.log"
+    context = launched(endpoint, log, ready_timeout_s=120)
+    return endpoint, context, context.__enter__(), log

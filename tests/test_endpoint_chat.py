@@ -4,22 +4,19 @@ same server, the speculation figures as for completions, and a 404 as one line."
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 
 import pyarrow.parquet as pq
 import pytest
 
-from llama_server import free_port, require_server, server_command
+from canned_server import CannedStream, serving
+from llama_server import require_server, started
 from ssdbench.endpoints import acceptance
 from ssdbench.endpoints.http import RequestFailed
-from ssdbench.endpoints.launch import launched
 from ssdbench.endpoints.request import Sampling, stream_chat, stream_completion
-from ssdbench.endpoints.spec import Endpoint
 from ssdbench.suites.chat import as_id_list, chat_messages
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
@@ -33,19 +30,11 @@ def ssdbench(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def start(tmp_path_factory, name: str, **kwargs):
-    port = free_port()
-    endpoint = Endpoint(name, f"http://127.0.0.1:{port}", launch=server_command(port, **kwargs))
-    context = launched(endpoint, tmp_path_factory.mktemp("logs") / f"{name}.log", ready_timeout_s=120)
-    context.__enter__()
-    return endpoint, context
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     require_server()
-    plain, plain_context = start(tmp_path_factory, "plain")
-    spec, spec_context = start(tmp_path_factory, "spec", draft=True)
+    plain, plain_context = started(tmp_path_factory, "plain")[:2]
+    spec, spec_context = started(tmp_path_factory, "spec", draft=True)[:2]
     yield plain, spec
     for context in (plain_context, spec_context):
         context.__exit__(None, None, None)
@@ -123,26 +112,21 @@ def test_run_with_chat_records_both_prompt_counts_and_warns_when_they_differ(ser
     assert printed.count("warning: plain@endpoint-c1: the server counted") == 1 and "2/2 requests differ" in printed
 
 
-class ChatNotFound(http.server.BaseHTTPRequestHandler):
+class ChatNotFound(CannedStream):
     """An OpenAI-compatible server without a chat route (llama-server always has one)."""
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
         if self.path == "/v1/models":
-            self.reply(200, {"object": "list", "data": [{"id": "m", "owned_by": "someone"}]})
+            self.answer(200, {"object": "list", "data": [{"id": "m", "owned_by": "someone"}]})
         else:
-            self.reply(404, {"error": {"message": "no such route"}})
+            self.answer(404, {"error": {"message": "no such route"}})
 
     def do_POST(self):  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.reply(404, {"error": {"message": f"route {self.path} not found"}})
+        self.answer(404, {"error": {"message": f"route {self.path} not found"}})
 
-    def reply(self, status: int, body: dict) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+    def answer(self, status: int, body: dict) -> None:
+        self.reply(status, "application/json", json.dumps(body).encode())
 
     def log_message(self, *args):
         pass
@@ -150,15 +134,10 @@ class ChatNotFound(http.server.BaseHTTPRequestHandler):
 
 def test_run_against_a_server_without_chat_marks_requests_failed_with_the_reason(tmp_path):
     require_server()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatNotFound)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        out = tmp_path / "run"
-        result = ssdbench("run", "--methods", "none", *SMALL, "--endpoint", f"nochat=http://127.0.0.1:"
-                          f"{httpd.server_address[1]}", "--endpoint-api", "chat", "--out", str(out))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    out = tmp_path / "run"
+    with serving(ChatNotFound) as url:
+        result = ssdbench("run", "--methods", "none", *SMALL, "--endpoint", f"nochat={url}", "--endpoint-api", "chat",
+                          "--out", str(out))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("error: 2 endpoint request(s) failed") and "HTTP 404" in last

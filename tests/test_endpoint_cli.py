@@ -14,10 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from llama_server import closed_port_url, free_port, require_server, server_command
+from llama_server import closed_port_url, free_port, require_server, server_command, started
 from ssdbench.endpoints.http import RequestFailed, get_json
-from ssdbench.endpoints.launch import launched
-from ssdbench.endpoints.spec import Endpoint
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
 SMALL = ["--suite", "smoke", "--num-prompts", "2", "--max-new-tokens", "12", "--ignore-eos", "--threads", "1"]
@@ -28,19 +26,11 @@ def ssdbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def start(tmp_path_factory, name: str, **kwargs):
-    port = free_port()
-    endpoint = Endpoint(name, f"http://127.0.0.1:{port}", launch=server_command(port, **kwargs))
-    log = tmp_path_factory.mktemp("logs") / f"{name}.log"
-    context = launched(endpoint, log, ready_timeout_s=120)
-    return endpoint, context, context.__enter__(), log
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     require_server()
-    plain = start(tmp_path_factory, "plain", parallel=2)
-    spec = start(tmp_path_factory, "spec", draft=True, parallel=2)
+    plain = started(tmp_path_factory, "plain", parallel=2)
+    spec = started(tmp_path_factory, "spec", draft=True, parallel=2)
     yield plain[0], spec[0]
     for _, context, _, _ in (plain, spec):
         context.__exit__(None, None, None)
@@ -147,7 +137,7 @@ def test_sigterm_stops_the_launched_server(tmp_path):
 
 def test_a_server_dying_mid_run_marks_requests_failed_and_keeps_the_rest(tmp_path_factory, tmp_path):
     require_server()
-    endpoint, context, server, log = start(tmp_path_factory, "dying")
+    endpoint, context, server, log = started(tmp_path_factory, "dying")
     out = tmp_path / "run"
     run = subprocess.Popen([*CLI, "run", "--methods", "ar", "--suite", "smoke",
                             "--num-prompts", "4", "--max-new-tokens", "24", "--ignore-eos", "--threads", "1",

@@ -5,12 +5,11 @@ test is the real one; llama-server's counters are tested for real in test_endpoi
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 
 import pytest
 
+from canned_server import CannedStream, serving
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import DecodeSettings, Workload
 from ssdbench.endpoints.preflight import ServerInfo
@@ -36,7 +35,7 @@ def vllm_metrics(generated: int, drafts: int, drafted: int, accepted: int, per_p
     return "\n".join(lines) + "\n"
 
 
-class LaggingCounters(http.server.BaseHTTPRequestHandler):
+class LaggingCounters(CannedStream):
     """Counters at 100 tokens until a completion was served, then still unchanged for `lag_reads` reads."""
 
     lag_reads = 2
@@ -58,25 +57,12 @@ class LaggingCounters(http.server.BaseHTTPRequestHandler):
         type(self).served, type(self).reads_since = 1, 0
         self.reply(200, "text/event-stream", STREAM.encode())
 
-    def reply(self, status: int, kind: str, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
 def url():
     LaggingCounters.served, LaggingCounters.reads_since, LaggingCounters.extra_tokens = 0, 0, 0
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), LaggingCounters)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(LaggingCounters) as served:
+        yield served
 
 
 def run_one(url: str, concurrency: int = 1) -> dict:

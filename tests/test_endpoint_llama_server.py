@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from llama_server import DRAFT_MAX, closed_port_url, code_prompt_ids, free_port, require_server, server_command
+from llama_server import DRAFT_MAX, closed_port_url, code_prompt_ids, free_port, require_server, server_command, started
 from ssdbench.endpoints import acceptance
 from ssdbench.endpoints.http import RequestFailed
 from ssdbench.endpoints.launch import launched
@@ -28,24 +28,16 @@ def prompt_ids():
     return code_prompt_ids()
 
 
-def start(tmp_path_factory, name: str, **kwargs):
-    port = free_port()
-    endpoint = Endpoint(name, f"http://127.0.0.1:{port}", launch=server_command(port, **kwargs))
-    context = launched(endpoint, tmp_path_factory.mktemp("logs") / f"{name}.log", ready_timeout_s=120)
-    process = context.__enter__()
-    return endpoint, context, process
-
-
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
-    endpoint, context, _ = start(tmp_path_factory, "plain")
+    endpoint, context, *_ = started(tmp_path_factory, "plain")
     yield endpoint
     context.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="module")
 def speculating(tmp_path_factory):
-    endpoint, context, _ = start(tmp_path_factory, "spec", draft=True)
+    endpoint, context, *_ = started(tmp_path_factory, "spec", draft=True)
     yield endpoint
     context.__exit__(None, None, None)
 
@@ -105,7 +97,7 @@ def test_timeout_fails_the_request(plain, prompt_ids):
 
 
 def test_a_server_killed_mid_stream_fails_the_request(tmp_path_factory, prompt_ids):
-    endpoint, context, process = start(tmp_path_factory, "doomed")
+    endpoint, context, process, _ = started(tmp_path_factory, "doomed")
     try:
         long = Sampling(max_new_tokens=600, temperature=0.0, top_p=1.0, seed=0, ignore_eos=True)
         errors: list[str] = []

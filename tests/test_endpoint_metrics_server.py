@@ -15,15 +15,13 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from llama_server import code_prompt_ids, free_port, require_server, server_command
+from llama_server import code_prompt_ids, require_server, started
 from ssdbench.endpoints import acceptance
 from ssdbench.endpoints.counter_acceptance import counted
 from ssdbench.endpoints.http import get_text
-from ssdbench.endpoints.launch import launched
 from ssdbench.endpoints.preflight import probe
 from ssdbench.endpoints.prometheus import LLAMA_CPP, counters_in, parse_samples
 from ssdbench.endpoints.request import Sampling, stream_completion
-from ssdbench.endpoints.spec import Endpoint
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
 COUNTED_SOURCE = "prometheus /metrics (llamacpp:spec_decode_*)"
@@ -33,18 +31,10 @@ def greedy(tokens: int) -> Sampling:
     return Sampling(max_new_tokens=tokens, temperature=0.0, top_p=1.0, seed=0, ignore_eos=True)
 
 
-def start(tmp_path_factory, name: str, **kwargs):
-    port = free_port()
-    endpoint = Endpoint(name, f"http://127.0.0.1:{port}", launch=server_command(port, **kwargs))
-    context = launched(endpoint, tmp_path_factory.mktemp("logs") / f"{name}.log", ready_timeout_s=120)
-    context.__enter__()
-    return endpoint, context
-
-
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory):
     require_server()
-    endpoint, context = start(tmp_path_factory, "metered", draft=True, parallel=2, metrics=True)
+    endpoint, context = started(tmp_path_factory, "metered", draft=True, parallel=2, metrics=True)[:2]
     yield endpoint
     context.__exit__(None, None, None)
 
@@ -71,7 +61,7 @@ def test_preflight_finds_the_counters_and_says_so(metered):
 
 
 def test_preflight_without_metrics_means_no_fallback(tmp_path_factory):
-    endpoint, context = start(tmp_path_factory, "unmetered")
+    endpoint, context = started(tmp_path_factory, "unmetered")[:2]
     try:
         info = probe(endpoint)
     finally:

@@ -5,13 +5,12 @@ endpoint request, written by the RunWriter and read back by `compare`. vLLM cann
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 
 import pandas as pd
 import pytest
 
+from canned_server import CannedStream, serving
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.endpoints.acceptance import VLLM
 from ssdbench.endpoints.records import record_success
@@ -53,29 +52,14 @@ def plain_stream() -> bytes:
                 {"model": "m", "choices": [], "usage": {"completion_tokens": 2}}])
 
 
-class Canned(http.server.BaseHTTPRequestHandler):
-    body = b""
-
-    def do_POST(self):  # noqa: N802 - the stdlib's name
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args):
-        pass
+class Canned(CannedStream):
+    pass
 
 
 @pytest.fixture
 def url():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Canned)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Canned) as served:
+        yield served
 
 
 def record(recorder: Recorder, url: str, name: str, prompt: str, idx: int, body: bytes) -> None:

@@ -4,11 +4,9 @@ speculating vLLM does with return_token_ids). The client under test is the real 
 
 from __future__ import annotations
 
-import http.server
-import threading
-
 import pytest
 
+from canned_server import CannedStream, serving
 from ssdbench.endpoints.http import RequestFailed
 from ssdbench.endpoints.records import output_ids
 from ssdbench.endpoints.request import Sampling, stream_completion
@@ -16,36 +14,19 @@ from ssdbench.endpoints.request import Sampling, stream_completion
 SAMPLING = Sampling(max_new_tokens=8, temperature=0.0, top_p=1.0, seed=0)
 
 
-class Canned(http.server.BaseHTTPRequestHandler):
-    status = 200
-    body = b""
-
-    def do_POST(self):  # noqa: N802 - the stdlib's name
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.send_response(self.status)
-        self.send_header("Content-Type", "text/event-stream" if self.status == 200 else "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args):
-        pass
+class Canned(CannedStream):
+    pass
 
 
 @pytest.fixture
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Canned)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Canned) as url:
+        yield url
 
 
 def answer(server, body: bytes, status: int = 200):
     Canned.status, Canned.body = status, body
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    return stream_completion(url, "m", [1, 2, 3], SAMPLING, timeout_s=10)
+    return stream_completion(server, "m", [1, 2, 3], SAMPLING, timeout_s=10)
 
 
 def events(*payloads: str) -> bytes:
