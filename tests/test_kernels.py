@@ -91,17 +91,23 @@ def test_flash_on_cpu_is_a_clear_usage_error():
     assert rows["flash"][0] is False and "flash-attn" in rows["flash"][1]
 
 
-def test_nothing_of_ours_shadows_hugging_faces_kernels():
-    """Tests put the repository root on sys.path; a top-level `kernels` there would be what
-    `import kernels` finds, and transformers (>= 5.25 requires HF's `kernels`) imports it."""
+def test_the_kernels_live_at_the_top_and_nothing_of_ours_shadows_hugging_faces_kernels():
+    """The kernels are the top-level `kernels/` folder, imported as `ssdbench.kernels`. Tests put the
+    repository root on sys.path, and transformers (>= 5.25 requires HF's `kernels`) imports `kernels`:
+    with an `__init__.py` our folder would be what that import finds; without one, it never is."""
+    import subprocess
+    import sys
     from pathlib import Path
 
-    import ssdbench.kernels
+    import ssdbench.kernels.gemv
 
     repo = Path(__file__).resolve().parents[1]
-    assert ssdbench.kernels.__name__ == "ssdbench.kernels"
-    spec = importlib.util.find_spec("kernels")  # HF's, in site-packages (transformers >= 5.25), or none
-    assert spec is None or Path(spec.origin).resolve().parent.parent != repo  # not <repo>/kernels/__init__.py
+    assert Path(ssdbench.kernels.gemv.__file__).resolve().parent == repo / "kernels"
+    assert not (repo / "kernels" / "__init__.py").exists()
+    found = subprocess.run([sys.executable, "-c", "import importlib.util as u; s = u.find_spec('kernels'); "
+                            "print(s and s.origin)"], cwd=repo, capture_output=True, text=True, check=True)
+    origin = found.stdout.strip()  # run from the root, first on sys.path: HF's (site-packages), or none
+    assert origin == "None" or Path(origin).resolve().parent.parent != repo, origin
 
 
 @pytest.mark.gpu
