@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -83,11 +84,18 @@ def imports_of(path: Path, module: str) -> list[tuple[str, bool]]:
     return found
 
 
+def python_files(package: Path) -> list[Path]:
+    """Every .py file under the package, through symlinked folders too: `ssdbench/kernels` links to the
+    top-level `kernels/`, and rglob does not follow links."""
+    return sorted(Path(folder) / name for folder, _, names in os.walk(package, followlinks=True)
+                  for name in names if name.endswith(".py"))
+
+
 def graph(root: Path) -> tuple[dict[str, set[str]], int]:
     """module -> imported modules, and how many imports of ssdbench sit inside functions."""
     edges: dict[str, set[str]] = defaultdict(set)
     inside = 0
-    files = [(p, module_name(p, root)) for p in sorted((root / "ssdbench").rglob("*.py"))]
+    files = [(p, module_name(p, root)) for p in python_files(root / "ssdbench")]
     for path, module in files:
         for target, in_function in imports_of(path, module):
             if target != module:

@@ -185,6 +185,22 @@ def test_the_bf16_layout_holds_the_int8_values_exactly_and_rounds_only_activatio
         assert float(unrounded.max()) < 1e-2  # and the activations' bf16 rounding: 8 significant bits
 
 
+def test_the_gemm_candidates_are_judged_by_their_own_needs_not_int8packs():
+    """int8pack_mm crashes on input widths that are not multiples of 16; the GEMM candidates take any width,
+    and say plainly where they cannot run."""
+    from ssdbench.models.int8 import _int8_unavailable_reason
+
+    odd = ((24, 40), (40, 24))
+    assert _int8_unavailable_reason(INT8_PACK, "cpu", odd) is not None
+    for kernel in (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN):
+        assert _int8_unavailable_reason(kernel, "cpu", odd) == dynamic_unavailable_reason(kernel, "cpu")
+        assert _int8_unavailable_reason(kernel, "cuda", odd) == "needs a CPU, not cuda"
+    if dynamic_unavailable_reason(INT8_BF16, "cpu") is None:
+        choice = select_int8_kernel("cpu", torch.float32, shapes=odd, disabled=frozenset(INT8_CANDIDATES) - {INT8_BF16})
+        trial = next(t for t in choice.trials if t.kernel == INT8_BF16)
+        assert trial.works or "bf16" in trial.reason  # tried on the odd widths: it runs, or this CPU has no bf16 GEMM
+
+
 def test_the_quantized_engines_pack_without_changing_torchs_engine():
     before = torch.backends.quantized.engine
     for kernel, engine in ENGINES.items():

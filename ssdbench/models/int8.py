@@ -76,7 +76,7 @@ PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on ot
 def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
     if name in (INT8_GEMV, INT8_DOT):
         return gemv_i8_unavailable_reason(device)
-    if name in (INT8_FBGEMM, INT8_ONEDNN):
+    if name in SECOND_LAYOUT:
         return dynamic_unavailable_reason(name, torch.device(device).type)
     if name == INT8_DEQUANT:
         return None

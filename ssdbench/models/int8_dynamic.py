@@ -64,9 +64,11 @@ def _per_channel(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=None)
 def dynamic_unavailable_reason(name: str, device_type: str) -> str | None:
-    """Why the engine's dynamic int8 linear cannot be tried here (None: it can)."""
+    """Why one of this module's kernels cannot be tried here (None: it can)."""
     if device_type != "cpu":
         return f"needs a CPU, not {device_type}"
+    if name == INT8_BF16:  # whether this CPU runs oneDNN's bf16 GEMM is found by trying it (the probe's check)
+        return None if torch.backends.mkldnn.is_available() else "this torch build has no oneDNN"
     engine = ENGINES[name]
     if engine not in torch.backends.quantized.supported_engines:
         return f"this torch build has no {engine} quantized engine"
@@ -147,8 +149,8 @@ class Int8Bf16Linear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
         from ssdbench.models.int8 import quantize_int8
 
-        if torch.device(device).type != "cpu" or not torch.backends.mkldnn.is_available():
-            raise RuntimeError(f"{self.name} needs a CPU with oneDNN")
+        if (reason := dynamic_unavailable_reason(self.name, torch.device(device).type)) is not None:
+            raise RuntimeError(f"{self.name} unavailable: {reason}")
         q, scales = quantized or quantize_int8(weight)
         self.packed = torch.ops.mkldnn._reorder_linear_weight(q.to(torch.bfloat16).contiguous(), 8)  # [out, in]
         self._op = torch.ops.mkldnn._linear_pointwise.default
