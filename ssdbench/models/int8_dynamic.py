@@ -135,7 +135,6 @@ class Int8OnednnLinear(Int8DynamicLinear):
     name = INT8_ONEDNN
 
 
-
 class Int8Bf16Linear:
     """y = (bf16(x) @ w_int8^T) * scales + b: the int8 values widened once to bfloat16 (exactly: |w| <= 127
     needs 7 bits of bf16's 8) and packed by oneDNN, whose bf16 GEMM uses AMX or AVX-512 BF16 where the CPU
