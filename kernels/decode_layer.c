@@ -4,7 +4,7 @@
  * A decode step on a CPU does little arithmetic per weight, and launching its ~20 small
  * tensor operations per layer from Python cost about as much as reading the weights (a
  * SmolLM2-135M int8 draft step: 12.0 ms, of which ~6 ms int8 projections; fused, 8.4 ms). Here
- * the layer runs as plain loops; the projections are gemv.c's or dot_i8.c's, so each weight is read
+ * the layer runs as plain loops; the projections are gemv.c's, dot_i8.c's or tiles_i8.c's, so each weight is read
  * once per step for all token rows.
  *
  * A step holds N token rows: any number of tokens of any of the cache's B sequences (one token
@@ -35,7 +35,9 @@ typedef struct {
   const float *scales;  /* [out] (int8) or NULL (float32) */
   const float *bias;    /* [out] or NULL */
   int64_t in, out;
-  int32_t int8_inputs;  /* int8 weights only: 1 quantises the inputs too (dot_i8.c), 0 widens the weights (gemv.c) */
+  int32_t int8_inputs;  /* int8 weights only: 0 widens the weights (gemv.c), 1 quantises the inputs per block
+                           (dot_i8.c), 2 per row on AMX tiles (tiles_i8.c: w is its packed layout) */
+  const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], else NULL */
 } projection;
 
 typedef struct {
@@ -48,6 +50,8 @@ typedef struct {
 } layer_dims;
 
 static int project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
+  if (p->scales && p->int8_inputs == 2)
+    return ssdbench_tiles_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads, 1);
   if (p->scales && p->int8_inputs)
     return ssdbench_dot_i8(x, (const int8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
   if (p->scales)
@@ -135,7 +139,8 @@ static int attend_rows(const float *qkv, const float *k_cache, const float *v_ca
  * k_cache, v_cache: this layer's [B, Hkv, S_max, D]; seq [N]: each row's sequence (cache row);
  * slots [N]: where each row's K/V goes; mask [N, span] (uint8) or NULL for the causal chain.
  * q_norm, k_norm [D] or NULL. Returns 0; -1 when scratch memory could not be had; -2 when a
- * sequence, slot or span lies outside the cache (nothing is written then). */
+ * sequence, slot or span lies outside the cache (nothing is written then); -3 when a projection
+ * on AMX tiles cannot run here. */
 int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_norm, const projection *qkv,
                           const projection *o, const projection *gate_up, const projection *down,
                           const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
@@ -158,10 +163,7 @@ int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_nor
     goto done;
   }
   rms_norm_rows(x, attn_norm, normed, n_rows, hid, s->eps, threads);
-  if (project(qkv, normed, proj, n_rows, threads) != 0) { /* [N, (H + 2 Hkv) D] */
-    status = -1;
-    goto done;
-  }
+  if ((status = project(qkv, normed, proj, n_rows, threads)) != 0) goto done; /* [N, (H + 2 Hkv) D] */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
   for (int64_t n = 0; n < n_rows; n++) {
     float *row = proj + n * width; /* q [H, D], k [Hkv, D], v [Hkv, D] */
@@ -183,26 +185,17 @@ int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_nor
     status = -1;
     goto done;
   }
-  if (project(o, attn, delta, n_rows, threads) != 0) { /* [N, hidden] */
-    status = -1;
-    goto done;
-  }
+  if ((status = project(o, attn, delta, n_rows, threads)) != 0) goto done; /* [N, hidden] */
   for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
   rms_norm_rows(x, mlp_norm, normed, n_rows, hid, s->eps, threads);
-  if (project(gate_up, normed, proj, n_rows, threads) != 0) { /* [N, 2 I]: gate, then up */
-    status = -1;
-    goto done;
-  }
+  if ((status = project(gate_up, normed, proj, n_rows, threads)) != 0) goto done; /* [N, 2 I]: gate, then up */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n_rows > 1)
   for (int64_t n = 0; n < n_rows; n++)
     for (int64_t i = 0; i < inter; i++) {
       const float gate = proj[n * 2 * inter + i], up = proj[n * 2 * inter + inter + i];
       attn[n * inter + i] = gate / (1.f + expf(-gate)) * up;
     }
-  if (project(down, attn, delta, n_rows, threads) != 0) { /* [N, hidden] */
-    status = -1;
-    goto done;
-  }
+  if ((status = project(down, attn, delta, n_rows, threads)) != 0) goto done; /* [N, hidden] */
   for (int64_t i = 0; i < n_rows * hid; i++) x[i] += delta[i];
 done:
   free(normed);

@@ -8,9 +8,9 @@ pointers, and then runs a step's layers with one call each.
 
 It takes any step the Python path (llama.py) takes: B sequences of T tokens each, over the
 causal chain or an explicit mask (ssd's tree, a ragged batch); each weight is read once for all
-B*T rows. It applies only where every projection of every layer runs a gemv.c kernel for that
-many rows (`gemv`, `int8_gemv`, `int8_dot`, or one as the few-row side of a row split: a step of
-`row_limit` rows or more runs the Python path, on the kernel the probe chose for it). The model
+B*T rows. It applies only where every projection of every layer runs one of our C kernels for that
+many rows (`gemv`, `int8_gemv`, `int8_dot`, `int8_tiles`, on either side of a row split; a step of
+`row_limit` rows or more, given to another kernel, runs the Python path on it). The model
 records `decode_step: fused` among its kernels when it qualifies (llama.py).
 """
 
@@ -25,10 +25,12 @@ from ssdbench.kernels.linear import RowSplitLinear
 
 
 class Projection(ctypes.Structure):
-    """decode_layer.c's `projection`: int8 when scales is set."""
+    """decode_layer.c's `projection`: int8 when scales is set; int8_inputs 0 (gemv.c), 1 (dot_i8.c) or 2
+    (tiles_i8.c, with its weight sums)."""
 
     _fields_ = [("w", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p),
-                ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64), ("int8_inputs", ctypes.c_int32)]
+                ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64), ("int8_inputs", ctypes.c_int32),
+                ("wsum", ctypes.c_void_p)]
 
 
 class LayerDims(ctypes.Structure):
@@ -44,12 +46,12 @@ NO_LIMIT = 1 << 62
 
 
 def projection_for(linear, rows: int) -> Projection | None:
-    """The gemv.c or dot_i8.c kernel `linear` runs for a step of `rows` rows, as pointers; None when it runs
-    another kernel for that many rows (a row split hands many rows to its other side).
+    """Our C kernel (gemv.c, dot_i8.c, tiles_i8.c) that `linear` runs for a step of `rows` rows, as pointers;
+    None when it runs another kernel for that many rows (a row split hands many rows to its other side).
 
-    gemv.c's and dot_i8.c's linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`) say
-    so by their `gemv_pointers`: (weight, scales or None, bias or None, in_features, out_features[, int8
-    inputs: 1 for dot_i8.c]).
+    Their linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`, models/int8_tiles.py's
+    `Int8TilesLinear`) say so by their `gemv_pointers`: (weight, scales or None, bias or None, in_features,
+    out_features[, int8 inputs: 1 for dot_i8.c, 2 for tiles_i8.c[, weight sums]]).
     """
     if isinstance(linear, RowSplitLinear):
         return projection_for(linear.few if rows < linear.split_rows else linear.many, rows)
@@ -58,7 +60,7 @@ def projection_for(linear, rows: int) -> Projection | None:
 
 
 def one_row_projection(linear) -> Projection | None:
-    """The kernel `linear` runs for one row, as pointers (None: not one of gemv.c's or dot_i8.c's)."""
+    """The kernel `linear` runs for one row, as pointers (None: not one of our C kernels)."""
     return projection_for(linear, 1)
 
 
@@ -108,7 +110,7 @@ class FusedDecode:
         return self._regimes[regime]
 
     def covers(self, rows: int) -> bool:
-        """Whether a step of `rows` token rows runs here: the probe gave that many rows to gemv.c or dot_i8.c."""
+        """Whether a step of `rows` token rows runs here: the probe gave that many rows to our C kernels."""
         return rows < self.row_limit and self._projections(rows) is not None
 
     def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
@@ -144,6 +146,8 @@ class FusedDecode:
             if status == -2:
                 raise IndexError(f"a cache slot outside [0, {cache.max_len}) or a span past it: "
                                  f"slots {slots.min().item()}..{slots.max().item()}, span {span}")
+            if status == -3:
+                raise RuntimeError("tiles_i8.c: AMX tiles cannot run in this process")
             if status != 0:
                 raise MemoryError("decode_layer.c could not allocate its scratch memory")
         return x.view(b, t, -1)

@@ -33,8 +33,10 @@ from ssdbench.machine_cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")
-# Built into the same library: dot_i8.c (int8 activations) and decode_layer.c, which calls the projections (gemv.h).
-SOURCES = (SOURCE, Path(__file__).with_name("dot_i8.c"), Path(__file__).with_name("decode_layer.c"))
+# Built into the same library: dot_i8.c (int8 activations), tiles_i8.c (AMX tiles) and decode_layer.c, which
+# calls the projections (gemv.h).
+SOURCES = (SOURCE, Path(__file__).with_name("dot_i8.c"), Path(__file__).with_name("tiles_i8.c"),
+           Path(__file__).with_name("decode_layer.c"))
 HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
@@ -103,6 +105,22 @@ def dot_i8_function():
     return library().ssdbench_dot_i8
 
 
+def tiles_i8_unavailable_reason(device) -> str | None:
+    """Why tiles_i8.c's AMX kernel cannot run here (None: it can)."""
+    if (reason := gemv_i8_unavailable_reason(device)) is not None:
+        return reason
+    if not library().ssdbench_tiles_i8_ready():
+        return "needs AMX tiles (AMX-INT8, granted by the kernel): this CPU, compiler or OS has none"
+    return None
+
+
+def tiles_i8_functions():
+    """tiles_i8.c's (packed_bytes(in, out), pack(w, packed, wsum, in, out), multiply(x, packed, wsum, scales, b, y,
+    rows, in, out, threads, use_tiles) -> 0, -1 or -3)."""
+    lib = library()
+    return lib.ssdbench_tiles_i8_packed_bytes, lib.ssdbench_tiles_i8_pack, lib.ssdbench_tiles_i8
+
+
 def library_failed(trials: Iterable, kernels: Collection[str]) -> bool:
     """Whether one of `kernels` (those in this library) failed among `trials` because the library could
     not be built or loaded in this process. A choice made without it is not cached: a build that timed
@@ -153,6 +171,13 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     dot = lib.ssdbench_dot_i8  # (x, w, scales, b, y, rows, in, out, threads) -> 0 or -1
     dot.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32]
     dot.restype = ctypes.c_int
+    size = lib.ssdbench_tiles_i8_packed_bytes  # (in, out) -> bytes
+    size.argtypes, size.restype = [ctypes.c_int64] * 2, ctypes.c_int64
+    pack = lib.ssdbench_tiles_i8_pack  # (w, packed, wsum, in, out)
+    pack.argtypes, pack.restype = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None
+    tiles = lib.ssdbench_tiles_i8  # (x, packed, wsum, scales, b, y, rows, in, out, threads, use_tiles) -> 0, -1, -3
+    tiles.argtypes, tiles.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32] * 2, ctypes.c_int
+    lib.ssdbench_tiles_i8_ready.restype = ctypes.c_int
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
     layer.restype = ctypes.c_int
     return lib, None, fallback

@@ -7,6 +7,9 @@ bytes). Which one a model gets is decided by trying them, as for dense kernels (
 - `int8_dot`: CPU; kernels/dot_i8.c quantises the activations too (int8 per block of 32, one
   float32 scale each, as llama.cpp's Q8_0 path does) and sums each block's products in integers:
   fewer instructions per weight than widening them. Absent without a C compiler.
+- `int8_tiles` (int8_tiles.py): CPU with AMX; kernels/tiles_i8.c multiplies int8 blocks of up to 16
+  rows on the tiles, the weights read once as int8 for all rows, the activations rounded per row to
+  15 bits: the many-rows path (a tree step, a prefill) that the fused step also runs.
 - `int8_bf16`, `int8_fbgemm`, `int8_onednn` (int8_dynamic.py): the int8 values packed once more for a
   GEMM over all of a call's rows (oneDNN's bf16 GEMM; torch's quantized engines, activations in two
   8-bit digits): the path for a prefill's or a tree step's many rows, where a CPU has the units.
@@ -27,10 +30,12 @@ from pathlib import Path
 import torch
 
 from ssdbench.kernels import probe
-from ssdbench.kernels.gemv import dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed
+from ssdbench.kernels.gemv import (dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed,
+                                   tiles_i8_unavailable_reason)
 from ssdbench.kernels.linear import RowSplitLinear
 from ssdbench.models.int8_dynamic import (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, Int8Bf16Linear, Int8FbgemmLinear,
                                           Int8OnednnLinear, dynamic_unavailable_reason)
+from ssdbench.models.int8_tiles import INT8_TILES, Int8TilesLinear
 
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
@@ -42,9 +47,10 @@ INT8_DOT = "int8_dot"
 # (blocks of 32, llama.cpp's Q8_0 format) cost the draft little: greedy agreement with the target 98.0%
 # against 98.6% with float activations (measured as in int8_dynamic.py). The dequantising
 # kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
-INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
-SECOND_LAYOUT = (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN)  # keep their own packed copy of the weights
-FUSABLE = (INT8_GEMV, INT8_DOT)  # kernels decode_layer.c runs: preferred for few rows
+INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_TILES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
+SECOND_LAYOUT = (INT8_TILES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN)  # keep their own packed copy of the weights
+FUSABLE = (INT8_GEMV, INT8_DOT, INT8_TILES)  # kernels decode_layer.c runs: preferred for few rows
+LIBRARY_KERNELS = (INT8_GEMV, INT8_DOT, INT8_TILES)  # built from our C sources (kernels/gemv.py)
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
@@ -76,6 +82,8 @@ PACK_IN_MULTIPLE = 16  # _weight_int8pack_mm crashes the process (SIGSEGV) on ot
 def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], ...]) -> str | None:
     if name in (INT8_GEMV, INT8_DOT):
         return gemv_i8_unavailable_reason(device)
+    if name == INT8_TILES:
+        return tiles_i8_unavailable_reason(device)
     if name in SECOND_LAYOUT:
         return dynamic_unavailable_reason(name, torch.device(device).type)
     if name == INT8_DEQUANT:
@@ -109,7 +117,7 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     fusable = [t.kernel for t in trials if t.works and t.kernel in FUSABLE]
     choice = probe.time_and_choose(trials, lambda name: _factory(name, device), shapes, device=device, dtype=dtype,
                                    fused_kernels=fusable or None)
-    if cache_path is not None and not library_failed(trials, (INT8_GEMV, INT8_DOT)):
+    if cache_path is not None and not library_failed(trials, LIBRARY_KERNELS):
         probe.write_cached(cache_path, key, choice)
     return choice
 
@@ -245,8 +253,9 @@ def _checked(dot):
     return call
 
 
-INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_FBGEMM: Int8FbgemmLinear,
-                INT8_ONEDNN: Int8OnednnLinear, INT8_BF16: Int8Bf16Linear, INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
+INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_TILES: Int8TilesLinear,
+                INT8_FBGEMM: Int8FbgemmLinear, INT8_ONEDNN: Int8OnednnLinear, INT8_BF16: Int8Bf16Linear,
+                INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
 
 
 def make_int8_linear(weight: torch.Tensor, bias: torch.Tensor | None, *, device, choice: probe.DenseChoice):

@@ -375,7 +375,7 @@ def projection_shapes(shape: ModelShape) -> list[tuple[int, int]]:
 
 
 def int8_kernels_without_room(shape: ModelShape) -> frozenset[str]:
-    """The int8 kernels that keep a second, bf16-sized layout of the weights, where there is no room for one."""
+    """The int8 kernels that keep a second layout of the weights (at most bf16-sized), where there is no room for one."""
     return frozenset() if _room_for_two_layouts(shape, torch.bfloat16) else frozenset(SECOND_LAYOUT)
 
 
