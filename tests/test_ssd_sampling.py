@@ -109,28 +109,31 @@ def test_goodness_of_fit_rejects_biased_rules_in_ssd(pair, fan_out_list, rule):
     assert chi_square_pvalue(counts, exact) < ALPHA
 
 
-@pytest.fixture(scope="module")
-def engine_pair():
-    """The pair's target, and its noisy copy in int8 on torch's quantized engine for every row: each step
-    quantises its activations with one scale for all of its rows, so a branch's draft distribution depends
-    on the branches beside it in the tree step. What ssd emits must not."""
-    from ssdbench.models.int8 import INT8_CANDIDATES, INT8_FBGEMM
-    from ssdbench.models.int8_dynamic import dynamic_unavailable_reason
+@pytest.fixture(scope="module", params=["int8_fbgemm", "int8_tiles"])
+def engine_pair(request):
+    """The pair's target, and its noisy copy in int8 on one many-rows kernel for every row count:
+    - int8_fbgemm, torch's quantized engine: each step quantises its activations with one scale for all
+      of its rows, so a branch's draft distribution depends on the branches beside it in the tree step;
+    - int8_tiles (AMX), run by the fused step: tree steps of many rows through kernels/decode_layer.c.
+    What ssd emits must not change."""
+    from ssdbench.models.int8 import INT8_CANDIDATES, _int8_unavailable_reason
     from ssdbench.models.llama import build_native_model
     from tiny_models import native, perturbed, tiny_llama_config, tiny_state_dict
 
-    if (reason := dynamic_unavailable_reason(INT8_FBGEMM, "cpu")) is not None:
-        pytest.skip(f"{INT8_FBGEMM} cannot run here: {reason}")
+    kernel = request.param
+    if (reason := _int8_unavailable_reason(kernel, "cpu", ())) is not None:
+        pytest.skip(f"{kernel} cannot run here: {reason}")
     config = tiny_llama_config(vocab=VOCAB)
     state = tiny_state_dict(config, seed=3, head_scale=8.0)
     draft = build_native_model(config, perturbed(state, scale=0.5, seed=103), weights="int8",
-                               disabled_kernels=frozenset(INT8_CANDIDATES) - {INT8_FBGEMM})
-    assert draft.describe()["kernels"]["linear"] == INT8_FBGEMM and draft.fused is None
+                               disabled_kernels=frozenset(INT8_CANDIDATES) - {kernel})
+    assert draft.describe()["kernels"]["linear"] == kernel
+    assert (draft.fused is not None) == (kernel == "int8_tiles")
     return native(config, state), draft
 
 
 @pytest.mark.parametrize("case", ["hits", "misses-jit"])
-def test_ssd_stays_exact_with_a_draft_whose_rows_share_their_quantisation(engine_pair, case):
+def test_ssd_stays_exact_with_a_many_rows_int8_draft(engine_pair, case):
     target, draft = engine_pair
     params = CASES[case]
     exact = exact_sequence_distribution(target, PROMPT, LENGTH, temperature=params["temperature"])
