@@ -84,19 +84,43 @@ static void rope(float *x, const float *cos_t, const float *sin_t, int64_t d) {
   memcpy(x, tmp, (size_t)d * sizeof(float));
 }
 
-/* One head of one row: out [D] = softmax(q . k_j * scale) . v_j over the visible slots j.
- * k, v: the head's cache [S_max, D]; visible[j] (or j <= last when visible is NULL). */
-static void attend_head(const float *q, const float *k, const float *v, float *out, const uint8_t *visible,
-                        int64_t last, int64_t d, float scale, float *scores) {
-  float top = -INFINITY;
-  for (int64_t j = 0; j <= last; j++) {
-    if (visible && !visible[j]) continue;
-    float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t i = 0; i < d; i++) dot += q[i] * k[j * d + i];
-    scores[j] = dot * scale;
-    if (scores[j] > top) top = scores[j];
+#define SLOT_BLOCK 16  /* key slots transposed at once: one vector of scores per query */
+#define QUERY_BLOCK 4  /* queries scored together: independent chains of multiply-adds */
+#define ROW_CHUNK 8    /* rows of one sequence per task: the keys are read once for all their query heads */
+
+/* SLOT_BLOCK floats as one vector (GCC's vector extension: the compiler splits it into this CPU's registers). */
+typedef float slot_vec __attribute__((vector_size(SLOT_BLOCK * sizeof(float))));
+
+/* scores [Q, stride] at slots [jb, jb + n) for queries q[0..Q) (pointers to [D] vectors); kt: the
+ * block's keys transposed [D, SLOT_BLOCK], zero past n. Each key block is used for every query of the
+ * task (a tree step's rows and a GQA group's heads share all keys), and each query's scores are
+ * SLOT_BLOCK lanes of one vector, so nothing is summed across a vector. */
+static void score_block(const float *const *q, int64_t queries, const float *kt, float *scores, int64_t stride,
+                        int64_t jb, int64_t n, int64_t d, float scale) {
+  for (int64_t q0 = 0; q0 < queries; q0 += QUERY_BLOCK) {
+    const int64_t nq = queries - q0 < QUERY_BLOCK ? queries - q0 : QUERY_BLOCK;
+    const float *qs[QUERY_BLOCK];
+    for (int64_t t = 0; t < QUERY_BLOCK; t++) qs[t] = q[q0 + (t < nq ? t : 0)];
+    slot_vec acc[QUERY_BLOCK];
+    memset(acc, 0, sizeof acc);
+    for (int64_t i = 0; i < d; i++) {
+      slot_vec keys;
+      memcpy(&keys, kt + i * SLOT_BLOCK, sizeof keys);
+      for (int64_t t = 0; t < QUERY_BLOCK; t++) acc[t] += qs[t][i] * keys;
+    }
+    for (int64_t t = 0; t < nq; t++) {
+      float lanes[SLOT_BLOCK];
+      memcpy(lanes, &acc[t], sizeof lanes);
+      for (int64_t j = 0; j < n; j++) scores[(q0 + t) * stride + jb + j] = lanes[j] * scale;
+    }
   }
+}
+
+/* out [D] = softmax(scores_j) . v_j over the visible slots j <= last (visible NULL: all of them). */
+static void mix_values(float *scores, const float *v, float *out, const uint8_t *visible, int64_t last, int64_t d) {
+  float top = -INFINITY;
+  for (int64_t j = 0; j <= last; j++)
+    if ((!visible || visible[j]) && scores[j] > top) top = scores[j];
   float total = 0.f;
   for (int64_t j = 0; j <= last; j++)
     if (!visible || visible[j]) total += (scores[j] = expf(scores[j] - top));
@@ -109,30 +133,82 @@ static void attend_head(const float *q, const float *k, const float *v, float *o
   }
 }
 
-/* q [N, (H + 2 Hkv) D] (q heads first); out [N, H D]. */
+/* The query heads of KV head g for `count` rows of one sequence (rows[]): k, v that head's cache
+ * [S_max, D]. scores: room for count * group * S_max floats; kt for D * SLOT_BLOCK. */
+static void attend_group(const float *qkv, const float *k, const float *v, float *out, const int64_t *rows,
+                         int64_t count, int64_t g, const int64_t *slots, const uint8_t *mask, const layer_dims *s,
+                         float *scores, float *kt) {
+  const int64_t h = s->heads, group = s->heads / s->kv_heads, d = s->head_dim, width = (h + 2 * s->kv_heads) * d;
+  const int64_t queries = count * group;
+  const float *q[ROW_CHUNK * 64];
+  int64_t last = 0; /* the last slot any of these rows sees */
+  for (int64_t r = 0; r < count; r++) {
+    const int64_t seen = mask ? s->span - 1 : slots[rows[r]];
+    if (seen > last) last = seen;
+    for (int64_t t = 0; t < group; t++) q[r * group + t] = qkv + rows[r] * width + (g * group + t) * d;
+  }
+  const int64_t stride = last + 1;
+  for (int64_t jb = 0; jb <= last; jb += SLOT_BLOCK) {
+    const int64_t n = last + 1 - jb < SLOT_BLOCK ? last + 1 - jb : SLOT_BLOCK;
+    for (int64_t i = 0; i < d; i++)
+      for (int64_t j = 0; j < SLOT_BLOCK; j++) kt[i * SLOT_BLOCK + j] = j < n ? k[(jb + j) * d + i] : 0.f;
+    score_block(q, queries, kt, scores, stride, jb, n, d, s->scale);
+  }
+  for (int64_t r = 0; r < count; r++) {
+    const int64_t row = rows[r];
+    const uint8_t *visible = mask ? mask + row * s->span : NULL;
+    const int64_t seen = mask ? s->span - 1 : slots[row];
+    for (int64_t t = 0; t < group; t++)
+      mix_values(scores + (r * group + t) * stride, v, out + row * h * d + (g * group + t) * d, visible, seen, d);
+  }
+}
+
+/* q [N, (H + 2 Hkv) D] (q heads first); out [N, H D]. Tasks: (up to ROW_CHUNK rows of one sequence,
+ * one KV head). Returns 0, or -1 without scratch memory. */
 static int attend_rows(const float *qkv, const float *k_cache, const float *v_cache, float *out, const int64_t *seq,
                        const int64_t *slots, const uint8_t *mask, const layer_dims *s) {
-  const int64_t h = s->heads, group = s->heads / s->kv_heads, d = s->head_dim, width = (h + 2 * s->kv_heads) * d;
-  const int64_t pairs = s->rows * h;
-  int threads = s->threads > 1 && pairs > 1 ? s->threads : 1;
-  float *scores = malloc((size_t)threads * (size_t)s->max_len * sizeof(float));
-  if (!scores) return -1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t pair = 0; pair < pairs; pair++) {
-#ifdef _OPENMP
-    float *mine = scores + (size_t)omp_get_thread_num() * (size_t)s->max_len;
-#else
-    float *mine = scores;
-#endif
-    const int64_t n = pair / h, head = pair % h, g = head / group;
-    const int64_t at = (seq[n] * s->kv_heads + g) * s->max_len * d;
-    const uint8_t *visible = mask ? mask + n * s->span : NULL;
-    const int64_t last = mask ? s->span - 1 : slots[n];
-    attend_head(qkv + n * width + head * d, k_cache + at, v_cache + at, out + n * h * d + head * d, visible, last, d,
-                s->scale, mine);
+  const int64_t n_rows = s->rows, hkv = s->kv_heads, group = s->heads / s->kv_heads, d = s->head_dim;
+  if (group > 64) return -1;
+  int64_t *order = malloc((size_t)n_rows * sizeof(int64_t)); /* rows grouped by sequence, in step order */
+  int64_t *chunks = malloc((size_t)(n_rows + 1) * sizeof(int64_t)); /* each chunk's first index into order */
+  if (!order || !chunks) {
+    free(order);
+    free(chunks);
+    return -1;
   }
-  free(scores);
-  return 0;
+  int64_t placed = 0, n_chunks = 0;
+  for (int64_t b = 0; b < s->batch; b++)
+    for (int64_t n = 0, in_chunk = 0; n < n_rows; n++) {
+      if (seq[n] != b) continue;
+      if (in_chunk == 0) chunks[n_chunks++] = placed;
+      order[placed++] = n;
+      in_chunk = (in_chunk + 1) % ROW_CHUNK;
+    }
+  chunks[n_chunks] = placed;
+  const int64_t tasks = n_chunks * hkv;
+  int status = 0;
+  const int threads = s->threads > 1 && tasks > 1 ? s->threads : 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float *scores = malloc((size_t)(ROW_CHUNK * group * s->max_len) * sizeof(float));
+    float *kt = malloc((size_t)(d * SLOT_BLOCK) * sizeof(float));
+    if (!scores || !kt) {
+#pragma omp atomic write
+      status = -1;
+    }
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; task++) {
+      if (!scores || !kt) continue;
+      const int64_t c = task / hkv, g = task % hkv, first = chunks[c], count = chunks[c + 1] - first;
+      const int64_t at = (seq[order[first]] * hkv + g) * s->max_len * d;
+      attend_group(qkv, k_cache + at, v_cache + at, out, order + first, count, g, slots, mask, s, scores, kt);
+    }
+    free(scores);
+    free(kt);
+  }
+  free(order);
+  free(chunks);
+  return status;
 }
 
 /* x [N, hidden] (the residual stream, updated in place); cos, sin [N, D] at each row's position;

@@ -35,10 +35,13 @@ static void quantize_rows(const float *x, int8_t *qx, float *dx, int64_t rows, i
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
       float top = 0.f;
-      for (int64_t i = lo; i < hi; i++) top = fmaxf(top, fabsf(x[r * in + i]));
+      for (int64_t i = lo; i < hi; i++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
+        const float a = fabsf(x[r * in + i]);
+        top = a > top ? a : top;
+      }
       const float d = top / 127.f, inv = top > 0.f ? 127.f / top : 0.f;
       dx[r * blocks + b] = d;
-      for (int64_t i = lo; i < hi; i++) qx[r * in + i] = (int8_t)lrintf(x[r * in + i] * inv);
+      for (int64_t i = lo; i < hi; i++) qx[r * in + i] = (int8_t)rintf(x[r * in + i] * inv); /* ties to even */
     }
 }
 

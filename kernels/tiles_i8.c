@@ -72,11 +72,14 @@ static void quantize_rows(const float *x, uint8_t *hi, uint8_t *lo, float *scale
                           int64_t in_p) {
   for (int64_t r = 0; r < rows; r++) {
     float top = 0.f;
-    for (int64_t k = 0; k < in; k++) top = fmaxf(top, fabsf(x[r * in + k]));
+    for (int64_t k = 0; k < in; k++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
+      const float a = fabsf(x[r * in + k]);
+      top = a > top ? a : top;
+    }
     const float inv = top > 0.f ? QMAX / top : 0.f;
     scale[r] = top / QMAX;
     for (int64_t k = 0; k < in; k++) {
-      const int32_t u = (int32_t)lrintf(x[r * in + k] * inv) + OFFSET;
+      const int32_t u = (int32_t)rintf(x[r * in + k] * inv) + OFFSET; /* to nearest, ties to even */
       hi[r * in_p + k] = (uint8_t)(u >> 8);
       lo[r * in_p + k] = (uint8_t)(u & 255);
     }
