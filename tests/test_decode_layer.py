@@ -14,34 +14,37 @@ pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is
 
 LENGTHS = [5, 9, 7]  # three rows, each at its own length
 # torch's: the probe may pick them for tiny shapes
-OTHER_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_bf16", "int8_fbgemm", "int8_onednn", "int8_tiles"})
-WEIGHTS = ["fp32", "int8", "int8_tiles"]  # int8_tiles: int8 weights on tiles_i8.c alone, where AMX runs
+TORCH_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_bf16", "int8_fbgemm", "int8_onednn"})
+# each int8 kernel of ours alone: the probe would otherwise pick among them by timing, and they round differently
+OUR_INT8_KERNELS = ("int8_gemv", "int8_dot", "int8_tiles")
+WEIGHTS = ["fp32", *OUR_INT8_KERNELS]
 
 
 def on_our_kernels(weights: str) -> dict:
-    """native_of's options for a model whose every projection runs one of our C kernels."""
+    """native_of's options for a model whose every projection runs one of our C kernels: fp32's gemv,
+    or one int8 kernel (where it can run here)."""
     if weights == "fp32":
         return {"weights": "fp32", "linear_kernel": "gemv"}
-    if weights == "int8_tiles":
-        from ssdbench.kernels.gemv import tiles_i8_unavailable_reason
-        from ssdbench.models.int8 import INT8_CANDIDATES
-        if (reason := tiles_i8_unavailable_reason("cpu")) is not None:
-            pytest.skip(reason)
-        return {"weights": "int8", "disabled_kernels": frozenset(INT8_CANDIDATES) - {"int8_tiles"}}
-    return {"weights": "int8", "disabled_kernels": OTHER_INT8_KERNELS}
+    from ssdbench.kernels.gemv import tiles_i8_unavailable_reason
+    from ssdbench.models.int8 import INT8_CANDIDATES
+    if weights == "int8_tiles" and (reason := tiles_i8_unavailable_reason("cpu")) is not None:
+        pytest.skip(reason)
+    return {"weights": "int8", "disabled_kernels": frozenset(INT8_CANDIDATES) - {weights}}
 
 
 def tolerance(model) -> float:
-    """How close the fused and Python paths must agree. tiles_i8.c rounds each row to 15 bits of its
-    largest value: where the two paths' inputs differ in the last bit (their norms sum in other orders),
-    a value on a rounding boundary moves one step, about 6e-5 of the row's largest; the other kernels
-    agree to float32 rounding."""
-    return 1e-3 if "int8_tiles" in model.kernel_names()["linear"] else 1e-5
+    """How close the fused and Python paths must agree. Their inputs to a projection can differ in the
+    last bit (the norms sum in other orders), and kernels that round their input rows turn that into a
+    whole rounding step where a value sits on a boundary: tiles_i8.c rounds to 15 bits of a row's largest
+    value (a step ~3e-5 of it), dot_i8.c to 8 bits of each block's (~8e-3). gemv.c agrees to float32
+    rounding. Far below what a real defect moves (one mask slot flipped moves logits by ~2)."""
+    linear = model.kernel_names()["linear"]
+    return 3e-2 if "int8_dot" in linear else 1e-3 if "int8_tiles" in linear else 1e-5
 
 
-def twins(kind: str, weights: str):
+def twins(kind: str, weights: str, **shape):
     """Two copies of one model on our C kernels: the first fused, the second on the Python path."""
-    hf = tiny_hf_model(kind)
+    hf = tiny_hf_model(kind, **shape)
     fused = native_of(hf, batch_size=len(LENGTHS), **on_our_kernels(weights))
     plain = native_of(hf, batch_size=len(LENGTHS), **on_our_kernels(weights))
     plain.fused_decode = False
@@ -99,9 +102,9 @@ def test_a_run_says_which_roles_ran_fused_steps(tmp_path):
     assert plain.exit_code == 0 and "fused steps" not in plain.output
 
 
-def prefilled_twins(kind: str, weights: str, lengths=LENGTHS, max_len: int = 64):
+def prefilled_twins(kind: str, weights: str, lengths=LENGTHS, max_len: int = 64, **shape):
     """twins() after each row's own prompt (of `lengths` tokens) went through both."""
-    fused, plain = twins(kind, weights)
+    fused, plain = twins(kind, weights, **shape)
     for model in (fused, plain):
         model.allocate(len(lengths), max_len)
     tokens = torch.randint(0, 97, (len(lengths), max(lengths)), generator=torch.Generator().manual_seed(1))  # [B, T]
@@ -110,9 +113,9 @@ def prefilled_twins(kind: str, weights: str, lengths=LENGTHS, max_len: int = 64)
     return fused, plain
 
 
-def assert_same_step(fused, plain, tokens, positions, **kwargs):
+def assert_same_step(fused, plain, tokens, positions, tol: float | None = None, **kwargs):
     got, want = fused.forward(tokens, positions, **kwargs), plain.forward(tokens, positions, **kwargs)
-    tol = tolerance(fused)
+    tol = tolerance(fused) if tol is None else tol
     torch.testing.assert_close(got, want, atol=tol, rtol=tol)
     torch.testing.assert_close(fused.cache.k, plain.cache.k, atol=tol, rtol=tol)
     torch.testing.assert_close(fused.cache.v, plain.cache.v, atol=tol, rtol=tol)
@@ -140,10 +143,11 @@ def test_multi_token_steps_compute_what_the_python_path_does(kind, weights):
 @pytest.mark.parametrize("weights", WEIGHTS)
 def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
     """ssd's tree: branches of each row at their own positions and slots, each seeing the main line
-    up to its accepted count and its own earlier slots only (speculation/tree.py's masks)."""
+    up to its accepted count and its own earlier slots only (speculation/tree.py's masks). Heads of 24
+    and an MLP of 88 take decode_layer.c's vector loops (16 lanes) and their scalar tails both."""
     from ssdbench.speculation.tree import Branch, layout_tree
 
-    fused, plain = prefilled_twins("qwen3", weights, max_len=96)
+    fused, plain = prefilled_twins("qwen3", weights, max_len=96, head_dim=24, intermediate_size=88)
     branches = [[Branch(a, c, 0.1) for a, c in ((0, 3), (2, 4), (2, 11), (1, 5))],
                 [Branch(3, 7, 0.5)],
                 [Branch(0, 9, 0.2), Branch(1, 2, 0.2)]]  # rows of 4, 1 and 2 branches: padding branches too
@@ -170,8 +174,8 @@ def test_one_to_sixty_four_rows_of_one_sequence(weights):
 
 def test_threads_split_the_work_without_changing_a_bit():
     """The attention's (row, head) pairs and the norms' rows split across threads: the same sums in the same order."""
-    fused, _ = prefilled_twins("llama", "int8")
-    other, _ = prefilled_twins("llama", "int8")
+    fused, _ = prefilled_twins("llama", "int8_dot")
+    other, _ = prefilled_twins("llama", "int8_dot")
     tokens = torch.randint(0, 97, (3, 5), generator=torch.Generator().manual_seed(4))  # [B, 5]
     positions = torch.tensor(LENGTHS).unsqueeze(1) + torch.arange(5)  # [B, 5]
     before = torch.get_num_threads()
@@ -240,8 +244,7 @@ def test_a_split_between_two_of_our_kernels_stays_fused_on_both_sides():
     from ssdbench.models.int8 import Int8DotLinear
 
     hf = tiny_hf_model("llama")
-    fused, plain = (native_of(hf, max_len=64, weights="int8", disabled_kernels=OTHER_INT8_KERNELS | {"int8_dot"})
-                    for _ in range(2))
+    fused, plain = (native_of(hf, max_len=64, **on_our_kernels("int8_gemv")) for _ in range(2))
     plain.fused_decode = False
     for model in (fused, plain):
         for layer in model.layers:
@@ -256,5 +259,5 @@ def test_a_split_between_two_of_our_kernels_stays_fused_on_both_sides():
     start = 0
     for rows in (1, 2, 3, 5):
         tokens = torch.randint(0, 97, (1, rows), generator=torch.Generator().manual_seed(rows))  # [1, rows]
-        assert_same_step(fused, plain, tokens, chain(rows, start))
+        assert_same_step(fused, plain, tokens, chain(rows, start), tol=3e-2)  # int8_dot from 3 rows: tolerance()
         start += rows

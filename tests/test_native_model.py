@@ -30,9 +30,9 @@ def tiny_hf_model(kind: str = "llama", *, seed: int = 0, **extra):
     config_cls, model_cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
                              "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
                              "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM)}[kind]
-    config = config_cls(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                        initializer_range=0.08, **extra)
+    shape = {"vocab_size": 97, "hidden_size": 48, "intermediate_size": 80, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
+    config = config_cls(initializer_range=0.08, **(shape | extra))
     torch.manual_seed(seed)
     model = model_cls(config).eval()
     with torch.no_grad():
