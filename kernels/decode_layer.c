@@ -15,15 +15,12 @@
  * weights float32 or int8.
  *
  * Threads: the projections split their outputs (gemv.c); the rest splits token rows (norms,
- * RoPE) and (row, head) pairs (attention), when more than one thread is given.
+ * RoPE, SiLU) and (rows of one sequence, KV head) tasks (attention), when more than one thread is given.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "gemv.h"
 
@@ -219,7 +216,7 @@ static void mix_values(const float *const *p, float *const *out, int64_t queries
 }
 
 /* The query heads of KV head g for `count` rows of one sequence (rows[]): k, v that head's cache
- * [S_max, D]. scores: room for count * group * S_max floats; kt for D * SLOT_BLOCK. */
+ * [S_max, D]. scores: room for count * group * (S_max + SLOT_BLOCK) floats; kt for D * SLOT_BLOCK. */
 static void attend_group(const float *qkv, const float *k, const float *v, float *out, const int64_t *rows,
                          int64_t count, int64_t g, const int64_t *slots, const uint8_t *mask, const layer_dims *s,
                          float *scores, float *kt) {

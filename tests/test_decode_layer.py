@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from decode_helpers import decode
+from test_int8_kernels import isa_build  # noqa: F401  (a fixture: the kernels built per instruction set)
 from ssdbench.kernels.gemv import gemv_unavailable_reason
 from tests.test_native_model import chain, native_of, tiny_hf_model
 
@@ -140,8 +141,7 @@ def test_multi_token_steps_compute_what_the_python_path_does(kind, weights):
     torch.testing.assert_close(fused.cache.k, plain.cache.k, atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("weights", WEIGHTS)
-def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
+def assert_tree_steps_agree(weights: str):
     """ssd's tree: branches of each row at their own positions and slots, each seeing the main line
     up to its accepted count and its own earlier slots only (speculation/tree.py's masks). Heads of 24
     and an MLP of 88 take decode_layer.c's vector loops (16 lanes) and their scalar tails both."""
@@ -158,6 +158,17 @@ def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
         logits = assert_same_step(fused, plain, current, layout.positions + step, slots=layout.slots(step),
                                   attn_mask=layout.mask(step, 96))
         current = logits.argmax(-1)
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_tree_steps_under_masks_compute_what_the_python_path_does(weights):
+    assert_tree_steps_agree(weights)
+
+
+def test_tree_steps_agree_on_every_instruction_set_path(isa_build):
+    """decode_layer.c's vectors (GCC's vector extension) built without AVX-512, AVX2 or SSE4.1 split
+    into whatever registers are left: each build computes what the Python path does."""
+    assert_tree_steps_agree("fp32")
 
 
 @pytest.mark.parametrize("weights", WEIGHTS)
