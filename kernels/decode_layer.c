@@ -81,11 +81,21 @@ static void rope(float *x, const float *cos_t, const float *sin_t, int64_t d) {
   memcpy(x, tmp, (size_t)d * sizeof(float));
 }
 
-#define SLOT_BLOCK 16  /* key slots transposed at once: one vector of scores per query */
+/* Key slots transposed at once: one vector of scores per query, as wide as one register of the
+ * vector unit the compiler targets. Wider vectors are split by the compiler after it has decided
+ * what lives in registers, so their accumulators spill to the stack: with 16 floats on AVX2 a
+ * 16-row tree step ran no faster than with scalar loops. */
+#if defined(__AVX512F__)
+#define SLOT_BLOCK 16
+#elif defined(__AVX__)
+#define SLOT_BLOCK 8
+#else
+#define SLOT_BLOCK 4
+#endif
 #define QUERY_BLOCK 4  /* queries scored together: independent chains of multiply-adds */
 #define ROW_CHUNK 8    /* rows of one sequence per task: the keys are read once for all their query heads */
 
-/* SLOT_BLOCK floats as one vector (GCC's vector extension: the compiler splits it into this CPU's registers). */
+/* SLOT_BLOCK floats as one vector (GCC's vector extension). */
 typedef float slot_vec __attribute__((vector_size(SLOT_BLOCK * sizeof(float))));
 
 /* scores [Q, stride] at slots [jb, jb + n) for queries q[0..Q) (pointers to [D] vectors); kt: the

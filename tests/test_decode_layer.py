@@ -143,11 +143,11 @@ def test_multi_token_steps_compute_what_the_python_path_does(kind, weights):
 
 def assert_tree_steps_agree(weights: str):
     """ssd's tree: branches of each row at their own positions and slots, each seeing the main line
-    up to its accepted count and its own earlier slots only (speculation/tree.py's masks). Heads of 24
-    and an MLP of 88 take decode_layer.c's vector loops (16 lanes) and their scalar tails both."""
+    up to its accepted count and its own earlier slots only (speculation/tree.py's masks). Heads of 26
+    and an MLP of 90 take decode_layer.c's vector loops (4, 8 or 16 lanes) and their scalar tails both."""
     from ssdbench.speculation.tree import Branch, layout_tree
 
-    fused, plain = prefilled_twins("qwen3", weights, max_len=96, head_dim=24, intermediate_size=88)
+    fused, plain = prefilled_twins("qwen3", weights, max_len=96, head_dim=26, intermediate_size=90)
     branches = [[Branch(a, c, 0.1) for a, c in ((0, 3), (2, 4), (2, 11), (1, 5))],
                 [Branch(3, 7, 0.5)],
                 [Branch(0, 9, 0.2), Branch(1, 2, 0.2)]]  # rows of 4, 1 and 2 branches: padding branches too
