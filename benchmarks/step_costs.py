@@ -2,10 +2,14 @@
 on the Python path: the target's one-token step and K+1 verify, the int8 draft's one-token step,
 catch-up chunk and ssd's masked tree steps of 1..16 branches, and both prefills.
 
-    .venv/bin/python benchmarks/step_costs.py [--core 0] [--context 200] [--repeats 15]
+    .venv/bin/python benchmarks/step_costs.py [--core 0] [--context 200] [--repeats 15] [--int8-kernel NAME]
 
-Prints one line per step (median ms, and its ratio to the target's one-token step), then one JSON
-line. Run it on a quiet machine; the figures hold for the CPU they were measured on (printed).
+Prints one line per step: median ms, its ratio to the role's one-token step, the kernel that ran that
+many rows, and the step's floor on this core (ssdbench/profiling/floors.py: the projections' weight
+bytes over the read bandwidth measured here, or their multiply-adds over the core's measured peak for
+that kernel's instructions, whichever is larger) with the ratio to it; then one JSON line.
+`--int8-kernel` / `--linear-kernel` pin the draft's / target's kernel, so one machine times every
+path it can run. Run it on a quiet machine; the figures hold for the CPU they were measured on (printed).
 """
 import argparse
 import json
@@ -16,7 +20,8 @@ import time
 import torch
 
 from ssdbench.kernels.probe import default_cache_path
-from ssdbench.models.llama import build_native_model
+from ssdbench.models.llama import build_native_model, projection_shapes
+from ssdbench.profiling.floors import Rates, measure_rates
 from ssdbench.models.source import resolve_model
 from ssdbench.models.weights import load_config, load_state_dict
 from ssdbench.profiling.environment import cpu_model
@@ -33,10 +38,40 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def load(weights: str):
+def load(weights: str, *, int8_kernel: str, linear_kernel: str):
     source = resolve_model("smollm2-135m")
     return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), weights=weights,
-                              kernel_cache=default_cache_path())
+                              kernel_cache=default_cache_path(), int8_kernel=int8_kernel, linear_kernel=linear_kernel)
+
+
+def projection_weights(model) -> int:
+    """Multiply-adds per token row of the projections and the lm_head (each row's logits are computed)."""
+    per_layer = sum(i * o for i, o in projection_shapes(model.shape)[:4])
+    lm_in, lm_out = projection_shapes(model.shape)[4]
+    return per_layer * model.shape.num_layers + lm_in * lm_out
+
+
+def step_rows(key: str) -> int:
+    """The token rows of a step named step_1, chunk_5, tree_16, prefill_140."""
+    return int(key.rsplit("_", 1)[1])
+
+
+def kernel_for(probe: dict, rows: int) -> str:
+    """The kernel the model's linears run for a call of `rows` rows (its probe record)."""
+    return probe["few_rows"] if rows < probe["split_rows"] else probe["many_rows"]
+
+
+def with_floors(costs_ms: dict, model, rates: Rates, bytes_per_weight: int) -> dict:
+    """Each step's median, kernel, floor and ratio to the floor."""
+    weights = projection_weights(model)
+    probe = model.kernels["linear_probe"]
+    out = {}
+    for key, ms in costs_ms.items():
+        rows = step_rows(key)
+        kernel = kernel_for(probe, rows)
+        floor, bound = rates.floor_ms(weights * bytes_per_weight, weights * rows, kernel)
+        out[key] = {"ms": ms, "kernel": kernel, "floor_ms": floor, "floor_by": bound, "to_floor": ms / floor}
+    return out
 
 
 def step(model, tokens: int, at: int, **kwargs):
@@ -73,27 +108,40 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--prefill", type=int, default=140)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--int8-kernel", default="auto", help="the draft's int8 kernel: auto (probed) or a name")
+    parser.add_argument("--linear-kernel", default="auto", help="the target's dense kernel: auto (probed) or a name")
     args = parser.parse_args()
     os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
     results = {}
+    rates = {}
     for role, weights in (("target", "fp32"), ("draft", "int8")):
-        model = load(weights)
+        model = load(weights, int8_kernel=args.int8_kernel, linear_kernel=args.linear_kernel)
+        size = 4 if weights == "fp32" else 1
+        rates[role] = measure_rates(projection_weights(model) * size)
         kernels = model.kernel_names()
         for fused in (True, False):
             model.fused_decode = fused
             if fused and model.fused is None:
                 continue
             name = f"{role} ({weights}, {'fused' if fused else 'python path'})"
+            steps = costs(model, context=args.context, k=args.k, repeats=args.repeats, prefill=args.prefill)
             results[name] = {"kernels": f"{kernels['linear']}, {model.kernel_names().get('decode_step', 'unfused')}",
-                             **costs(model, context=args.context, k=args.k, repeats=args.repeats,
-                                     prefill=args.prefill)}
-    base = next(r["step_1"] for name, r in results.items() if name.startswith("target"))
+                             "steps": with_floors(steps, model, rates[role], size)}
     print(f"CPU: {cpu_model()}; one thread on core {args.core}; context {args.context} tokens; K={args.k}")
+    for role, r in rates.items():
+        print(f"{role} floor rates: read {r.read_bytes_per_s / 1e9:.1f} GB/s at its weights' size, f32 peak "
+              f"{r.f32_macs_per_s / 1e9:.0f} GMAC/s, int8 peak {r.int8_macs_per_s / 1e9:.0f} GMAC/s ({r.int8_path})")
+    target_step = next(r["steps"]["step_1"]["ms"] for name, r in results.items() if name.startswith("target"))
     for name, r in results.items():
+        own_step = r["steps"]["step_1"]["ms"]
         print(f"{name}: kernels {r['kernels']}")
-        print("  " + ", ".join(f"{key} {ms:.1f} ms ({ms / base:.2f}x)" for key, ms in r.items() if key != "kernels"))
-    print(json.dumps({"cpu": cpu_model(), "context": args.context, "k": args.k, "ms": results}))
+        for key, st in r["steps"].items():
+            print(f"  {key:<12} {st['ms']:7.1f} ms  {st['ms'] / own_step:5.2f}x its step  "
+                  f"{st['ms'] / target_step:5.2f}x target step  kernel {st['kernel']:<12} floor {st['floor_ms']:6.1f} ms "
+                  f"({st['floor_by']})  {st['to_floor']:5.2f}x floor")
+    print(json.dumps({"cpu": cpu_model(), "context": args.context, "k": args.k,
+                      "rates": {role: vars(r) for role, r in rates.items()}, "results": results}))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
  * A decode step on a CPU does little arithmetic per weight, and launching its ~20 small
  * tensor operations per layer from Python cost about as much as reading the weights (a
  * SmolLM2-135M int8 draft step: 12.0 ms, of which ~6 ms int8 projections; fused, 8.4 ms). Here
- * the layer runs as plain loops; the projections are gemv.c's, dot_i8.c's or tiles_i8.c's, so each weight is read
+ * the layer runs as plain loops; the projections are gemv.c's, dot_i8.c's, tiles_i8.c's or vnni_i8.c's, so each weight is read
  * once per step for all token rows.
  *
  * A step holds N token rows: any number of tokens of any of the cache's B sequences (one token
@@ -33,8 +33,9 @@ typedef struct {
   const float *bias;    /* [out] or NULL */
   int64_t in, out;
   int32_t int8_inputs;  /* int8 weights only: 0 widens the weights (gemv.c), 1 quantises the inputs per block
-                           (dot_i8.c), 2 per row on AMX tiles (tiles_i8.c: w is its packed layout) */
-  const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], else NULL */
+                           (dot_i8.c), 2 per row on AMX tiles (tiles_i8.c: w is its packed layout), 3 per
+                           block against vnni_i8.c's packed layout */
+  const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], vnni_i8.c's block sums, else NULL */
 } projection;
 
 typedef struct {
@@ -47,6 +48,8 @@ typedef struct {
 } layer_dims;
 
 static int project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
+  if (p->scales && p->int8_inputs == 3)
+    return ssdbench_vnni_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads);
   if (p->scales && p->int8_inputs == 2)
     return ssdbench_tiles_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads, 1);
   if (p->scales && p->int8_inputs)

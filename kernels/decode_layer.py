@@ -9,7 +9,7 @@ pointers, and then runs a step's layers with one call each.
 It takes any step the Python path (llama.py) takes: B sequences of T tokens each, over the
 causal chain or an explicit mask (ssd's tree, a ragged batch); each weight is read once for all
 B*T rows. It applies only where every projection of every layer runs one of our C kernels for that
-many rows (`gemv`, `int8_gemv`, `int8_dot`, `int8_tiles`, on either side of a row split; a step of
+many rows (`gemv`, `int8_gemv`, `int8_dot`, `int8_tiles`, `int8_vnni`, on either side of a row split; a step of
 `row_limit` rows or more, given to another kernel, runs the Python path on it). The model
 records `decode_step: fused` among its kernels when it qualifies (llama.py).
 """
@@ -25,8 +25,8 @@ from ssdbench.kernels.linear import RowSplitLinear
 
 
 class Projection(ctypes.Structure):
-    """decode_layer.c's `projection`: int8 when scales is set; int8_inputs 0 (gemv.c), 1 (dot_i8.c) or 2
-    (tiles_i8.c, with its weight sums)."""
+    """decode_layer.c's `projection`: int8 when scales is set; int8_inputs 0 (gemv.c), 1 (dot_i8.c), 2
+    (tiles_i8.c, with its weight sums) or 3 (vnni_i8.c, with its block sums)."""
 
     _fields_ = [("w", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p),
                 ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64), ("int8_inputs", ctypes.c_int32),
@@ -46,12 +46,13 @@ NO_LIMIT = 1 << 62
 
 
 def projection_for(linear, rows: int) -> Projection | None:
-    """Our C kernel (gemv.c, dot_i8.c, tiles_i8.c) that `linear` runs for a step of `rows` rows, as pointers;
+    """Our C kernel (gemv.c, dot_i8.c, tiles_i8.c, vnni_i8.c) that `linear` runs for a step of `rows` rows, as pointers;
     None when it runs another kernel for that many rows (a row split hands many rows to its other side).
 
     Their linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`, models/int8_tiles.py's
-    `Int8TilesLinear`) say so by their `gemv_pointers`: (weight, scales or None, bias or None, in_features,
-    out_features[, int8 inputs: 1 for dot_i8.c, 2 for tiles_i8.c[, weight sums]]).
+    `Int8TilesLinear`, models/int8_vnni.py's `Int8VnniLinear`) say so by their `gemv_pointers`: (weight, scales
+    or None, bias or None, in_features, out_features[, int8 inputs: 1 for dot_i8.c, 2 for tiles_i8.c, 3 for
+    vnni_i8.c[, weight sums]]).
     """
     if isinstance(linear, RowSplitLinear):
         return projection_for(linear.few if rows < linear.split_rows else linear.many, rows)

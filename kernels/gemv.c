@@ -6,8 +6,8 @@
  * [in] is read once, front to back; the threads split the outputs.
  *
  * Two weight formats:
- * - float32: one dot product per (output, input row), the weight row re-read from L1 cache
- *   for each input row;
+ * - float32: each weight vector loaded once for up to ROW_BLOCK input rows (a verify's rows share
+ *   the loads; the weight row stays in L1 cache for the next ROW_BLOCK);
  * - int8 with one float32 scale per output (weight-only quantisation, a quarter of the
  *   bytes): each block of LANES int8 is widened to float32 in registers once and multiplied
  *   into up to ROW_BLOCK input rows.
@@ -41,7 +41,7 @@
 #else
 #define LANES 4
 #endif
-#define ROW_BLOCK 4 /* input rows sharing one widened int8 block: 8 accumulators, AVX2 fits them */
+#define ROW_BLOCK 4 /* input rows sharing one weight block: 8 accumulators, AVX2 fits them */
 
 typedef float f32v __attribute__((vector_size(LANES * sizeof(float))));
 
@@ -80,12 +80,31 @@ static inline float lane_sum(f32v v) {
   return s[0];
 }
 
-/* One float32 weight row against one input row. */
-static inline float dot_f32(const float *restrict x, const float *restrict w, int64_t n) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; i++) s += x[i] * w[i];
-  return s;
+/* One float32 weight row against `nr` input rows (a compile-time constant at each call site): each
+ * weight vector is loaded once for all of them, so a K+1-token verify does not load every weight
+ * K+1 times. Two accumulators per row hide the add latency; a row's arithmetic is the same whatever nr. */
+static inline __attribute__((always_inline)) void pass_f32(const float *restrict x, const float *restrict wo,
+                                                           int64_t in, int nr, float *restrict sums) {
+  f32v acc0[ROW_BLOCK], acc1[ROW_BLOCK];
+  for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = (f32v){0};
+  int64_t i = 0;
+  for (; i + 2 * LANES <= in; i += 2 * LANES) {
+    const f32v w0 = load_f32(wo + i), w1 = load_f32(wo + i + LANES);
+    for (int r = 0; r < nr; r++) {
+      acc0[r] += load_f32(x + r * in + i) * w0;
+      acc1[r] += load_f32(x + r * in + i + LANES) * w1;
+    }
+  }
+  if (i + LANES <= in) {
+    const f32v w0 = load_f32(wo + i);
+    for (int r = 0; r < nr; r++) acc0[r] += load_f32(x + r * in + i) * w0;
+    i += LANES;
+  }
+  for (int r = 0; r < nr; r++) {
+    float s = lane_sum(acc0[r] + acc1[r]);
+    for (int64_t j = i; j < in; j++) s += x[r * in + j] * wo[j];
+    sums[r] = s;
+  }
 }
 
 /* One int8 weight row against `nr` input rows (a compile-time constant at each call site, so
@@ -115,6 +134,33 @@ static inline __attribute__((always_inline)) void pass_i8(const float *restrict 
   }
 }
 
+/* The core's float32 multiply-add peak at this build's vector width, for benchmarks' floors: `iterations`
+ * rounds of 12 independent vector FMAs on registers; returns the multiply-adds done (the caller times it). */
+int64_t ssdbench_f32_peak(int64_t iterations, float seed) {
+  f32v acc[12];
+  const f32v m = (f32v){0} + seed;
+  for (int i = 0; i < 12; i++) acc[i] = (f32v){0} + (float)i;
+  for (int64_t it = 0; it < iterations; it++)
+    for (int i = 0; i < 12; i++) acc[i] = acc[i] * m + m;
+  float total = 0.f;
+  for (int i = 0; i < 12; i++) total += lane_sum(acc[i]);
+  return total == 42.f ? 0 : iterations * 12 * LANES; /* the sum keeps the loop alive */
+}
+
+/* Reads n floats with 8 independent vector sums (loads, not arithmetic, bound it): the read bandwidth a
+ * kernel streaming weights can have, for benchmarks' floors. Returns the sum so nothing is elided. */
+float ssdbench_read_f32(const float *p, int64_t n) {
+  f32v acc[8];
+  for (int i = 0; i < 8; i++) acc[i] = (f32v){0};
+  int64_t i = 0;
+  for (; i + 8 * LANES <= n; i += 8 * LANES)
+    for (int j = 0; j < 8; j++) acc[j] += load_f32(p + i + j * LANES);
+  float total = 0.f;
+  for (int j = 0; j < 8; j++) total += lane_sum(acc[j]);
+  for (; i < n; i++) total += p[i];
+  return total;
+}
+
 /* x [rows, in], w [out, in], b [out] or NULL, y [rows, out]; all contiguous. */
 void ssdbench_gemv_f32(const float *restrict x, const float *restrict w, const float *restrict b,
                        float *restrict y, int64_t rows, int64_t in, int64_t out, int32_t threads) {
@@ -122,7 +168,17 @@ void ssdbench_gemv_f32(const float *restrict x, const float *restrict w, const f
   for (int64_t o = 0; o < out; o++) {
     const float *wo = w + o * in;
     const float bias = b ? b[o] : 0.f;
-    for (int64_t r = 0; r < rows; r++) y[r * out + o] = dot_f32(x + r * in, wo, in) + bias;
+    float sums[ROW_BLOCK];
+    for (int64_t r = 0; r < rows; r += ROW_BLOCK) {
+      const int64_t nr = rows - r < ROW_BLOCK ? rows - r : ROW_BLOCK;
+      switch (nr) {
+        case 4: pass_f32(x + r * in, wo, in, 4, sums); break;
+        case 3: pass_f32(x + r * in, wo, in, 3, sums); break;
+        case 2: pass_f32(x + r * in, wo, in, 2, sums); break;
+        default: pass_f32(x + r * in, wo, in, 1, sums); break;
+      }
+      for (int64_t j = 0; j < nr; j++) y[(r + j) * out + o] = sums[j] + bias;
+    }
   }
 }
 

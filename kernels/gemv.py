@@ -33,10 +33,10 @@ from ssdbench.machine_cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")
-# Built into the same library: dot_i8.c (int8 activations), tiles_i8.c (AMX tiles) and decode_layer.c, which
-# calls the projections (gemv.h).
-SOURCES = (SOURCE, Path(__file__).with_name("dot_i8.c"), Path(__file__).with_name("tiles_i8.c"),
-           Path(__file__).with_name("decode_layer.c"))
+# Built into the same library: dot_i8.c (int8 activations), tiles_i8.c (AMX tiles), vnni_i8.c (packed int8 for
+# many rows without AMX) and decode_layer.c, which calls the projections (gemv.h).
+SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("dot_i8.c", "tiles_i8.c", "vnni_i8.c",
+                                                                  "decode_layer.c")))
 HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
@@ -121,6 +121,32 @@ def tiles_i8_functions():
     return lib.ssdbench_tiles_i8_packed_bytes, lib.ssdbench_tiles_i8_pack, lib.ssdbench_tiles_i8
 
 
+VNNI_PATHS = {3: "avx512-vnni", 2: "avx-vnni", 1: "avx2", 0: "plain loops"}
+
+
+def vnni_i8_path() -> str:
+    """The instruction path vnni_i8.c was built with here (VNNI_PATHS); OSError when the library cannot be had."""
+    return VNNI_PATHS[library().ssdbench_vnni_i8_path()]
+
+
+def vnni_i8_unavailable_reason(device) -> str | None:
+    """Why vnni_i8.c's kernel cannot be tried here (None: it can). Without AVX2 it would run its plain loops,
+    correct but many times slower than int8_dot: not a candidate then."""
+    if (reason := gemv_i8_unavailable_reason(device)) is not None:
+        return reason
+    if library().ssdbench_vnni_i8_path() == 0:
+        return "needs AVX2 at least (AVX-512 VNNI or AVX-VNNI for its fast paths): this CPU or compiler has none"
+    return None
+
+
+def vnni_i8_functions():
+    """vnni_i8.c's (packed_bytes(in, out), bsum_count(in, out), pack(w, packed, bsum, in, out),
+    multiply(x, packed, bsum, scales, b, y, rows, in, out, threads) -> 0 or -1)."""
+    lib = library()
+    return (lib.ssdbench_vnni_i8_packed_bytes, lib.ssdbench_vnni_i8_bsum_count, lib.ssdbench_vnni_i8_pack,
+            lib.ssdbench_vnni_i8)
+
+
 def library_failed(trials: Iterable, kernels: Collection[str]) -> bool:
     """Whether one of `kernels` (those in this library) failed among `trials` because the library could
     not be built or loaded in this process. A choice made without it is not cached: a build that timed
@@ -178,6 +204,16 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     tiles = lib.ssdbench_tiles_i8  # (x, packed, wsum, scales, b, y, rows, in, out, threads, use_tiles) -> 0, -1, -3
     tiles.argtypes, tiles.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32] * 2, ctypes.c_int
     lib.ssdbench_tiles_i8_ready.restype = ctypes.c_int
+    for count in (lib.ssdbench_vnni_i8_packed_bytes, lib.ssdbench_vnni_i8_bsum_count):  # (in, out) -> count
+        count.argtypes, count.restype = [ctypes.c_int64] * 2, ctypes.c_int64
+    vnni_pack = lib.ssdbench_vnni_i8_pack  # (w, packed, bsum, in, out)
+    vnni_pack.argtypes, vnni_pack.restype = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None
+    vnni = lib.ssdbench_vnni_i8  # (x, packed, bsum, scales, b, y, rows, in, out, threads) -> 0 or -1
+    vnni.argtypes, vnni.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32], ctypes.c_int
+    lib.ssdbench_vnni_i8_path.restype = ctypes.c_int
+    lib.ssdbench_vnni_i8_peak.argtypes, lib.ssdbench_vnni_i8_peak.restype = [ctypes.c_int64, ctypes.c_int32], ctypes.c_int64
+    lib.ssdbench_read_f32.argtypes, lib.ssdbench_read_f32.restype = [ctypes.c_void_p, ctypes.c_int64], ctypes.c_float
+    lib.ssdbench_f32_peak.argtypes, lib.ssdbench_f32_peak.restype = [ctypes.c_int64, ctypes.c_float], ctypes.c_int64
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
     layer.restype = ctypes.c_int
     return lib, None, fallback

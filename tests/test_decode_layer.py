@@ -17,7 +17,7 @@ LENGTHS = [5, 9, 7]  # three rows, each at its own length
 # torch's: the probe may pick them for tiny shapes
 TORCH_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_bf16", "int8_fbgemm", "int8_onednn"})
 # each int8 kernel of ours alone: the probe would otherwise pick among them by timing, and they round differently
-OUR_INT8_KERNELS = ("int8_gemv", "int8_dot", "int8_tiles")
+OUR_INT8_KERNELS = ("int8_gemv", "int8_dot", "int8_tiles", "int8_vnni")
 WEIGHTS = ["fp32", *OUR_INT8_KERNELS]
 
 
@@ -26,9 +26,11 @@ def on_our_kernels(weights: str) -> dict:
     or one int8 kernel (where it can run here)."""
     if weights == "fp32":
         return {"weights": "fp32", "linear_kernel": "gemv"}
-    from ssdbench.kernels.gemv import tiles_i8_unavailable_reason
+    from ssdbench.kernels.gemv import tiles_i8_unavailable_reason, vnni_i8_unavailable_reason
     from ssdbench.models.int8 import INT8_CANDIDATES
     if weights == "int8_tiles" and (reason := tiles_i8_unavailable_reason("cpu")) is not None:
+        pytest.skip(reason)
+    if weights == "int8_vnni" and (reason := vnni_i8_unavailable_reason("cpu")) is not None:
         pytest.skip(reason)
     return {"weights": "int8", "disabled_kernels": frozenset(INT8_CANDIDATES) - {weights}}
 
@@ -37,10 +39,10 @@ def tolerance(model) -> float:
     """How close the fused and Python paths must agree. Their inputs to a projection can differ in the
     last bit (the norms sum in other orders), and kernels that round their input rows turn that into a
     whole rounding step where a value sits on a boundary: tiles_i8.c rounds to 15 bits of a row's largest
-    value (a step ~3e-5 of it), dot_i8.c to 8 bits of each block's (~8e-3). gemv.c agrees to float32
+    value (a step ~3e-5 of it), dot_i8.c and vnni_i8.c to 8 bits of each block's (~8e-3). gemv.c agrees to float32
     rounding. Far below what a real defect moves (one mask slot flipped moves logits by ~2)."""
     linear = model.kernel_names()["linear"]
-    return 3e-2 if "int8_dot" in linear else 1e-3 if "int8_tiles" in linear else 1e-5
+    return 3e-2 if "int8_dot" in linear or "int8_vnni" in linear else 1e-3 if "int8_tiles" in linear else 1e-5
 
 
 def twins(kind: str, weights: str, **shape):

@@ -94,6 +94,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("attention", "--attention", "Attention backend of the native engine: sdpa (reference) or flash.", str),
     RunOption("linear_kernel", "--linear-kernel", "Dense projection kernel of the native engine: auto (probe what "
               "runs and is fastest here, per row count), onednn, gemv (float32, built for this CPU) or matmul.", str),
+    RunOption("int8_kernel", "--int8-kernel", "int8 draft's projection kernel: auto (probe, per row count) or one "
+              "of int8_tiles (AMX), int8_vnni (AVX-512 VNNI / AVX-VNNI / AVX2), int8_dot, int8_gemv, int8_bf16, "
+              "int8_fbgemm, int8_onednn, int8pack_mm, int8_dequant; one this CPU cannot run is refused.", str),
     RunOption("tp", "--tp", "Tensor-parallel ranks for the target: ssdbench starts tp-1 more processes itself "
               "(gloo on CPU; NCCL on tp consecutive GPUs from the target's); tp must divide the target's "
               "heads, KV heads and MLP size. Native engine, float32 or bfloat16 weights.", int),

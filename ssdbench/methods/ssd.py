@@ -21,7 +21,8 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
     settings = models.config
     return DraftSpec(
         model_path=str(source.path or ""), int8=draft.int8, dtype=settings.dtype, device=place.device, cores=place.cores,
-        attention=settings.attention, linear_kernel=settings.linear_kernel, lookahead=ctx.decode.k,
+        attention=settings.attention, linear_kernel=settings.linear_kernel, int8_kernel=settings.int8_kernel,
+        lookahead=ctx.decode.k,
         fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup, saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed,
         trust_remote_code=settings.trust_remote_code,
         skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),

@@ -10,6 +10,10 @@ bytes). Which one a model gets is decided by trying them, as for dense kernels (
 - `int8_tiles` (int8_tiles.py): CPU with AMX; kernels/tiles_i8.c multiplies int8 blocks of up to 16
   rows on the tiles, the weights read once as int8 for all rows, the activations rounded per row to
   15 bits: the many-rows path (a tree step, a prefill) that the fused step also runs.
+- `int8_vnni` (int8_vnni.py): CPU with AVX2 at least; kernels/vnni_i8.c packs the int8 weights once
+  with 16 outputs across a vector and multiplies 4 input bytes of a row into all of them per
+  `vpdpbusd` (AVX-512 VNNI, AVX-VNNI; `vpmaddubsw` on AVX2), rows in register tiles sharing each weight
+  load; the activations in int8_dot's blocks of 32: the many-rows path without AMX, fused too.
 - `int8_bf16`, `int8_fbgemm`, `int8_onednn` (int8_dynamic.py): the int8 values packed once more for a
   GEMM over all of a call's rows (oneDNN's bf16 GEMM; torch's quantized engines, activations in two
   8-bit digits): the path for a prefill's or a tree step's many rows, where a CPU has the units.
@@ -29,13 +33,15 @@ from pathlib import Path
 
 import torch
 
+from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import (dot_i8_function, gemv_i8_function, gemv_i8_unavailable_reason, library_failed,
-                                   tiles_i8_unavailable_reason)
+                                   tiles_i8_unavailable_reason, vnni_i8_unavailable_reason)
 from ssdbench.kernels.linear import RowSplitLinear
 from ssdbench.models.int8_dynamic import (INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, Int8Bf16Linear, Int8FbgemmLinear,
                                           Int8OnednnLinear, dynamic_unavailable_reason)
 from ssdbench.models.int8_tiles import INT8_TILES, Int8TilesLinear
+from ssdbench.models.int8_vnni import INT8_VNNI, Int8VnniLinear
 
 INT8_GEMV = "int8_gemv"
 INT8_PACK = "int8pack_mm"
@@ -47,10 +53,13 @@ INT8_DOT = "int8_dot"
 # (blocks of 32, llama.cpp's Q8_0 format) cost the draft little: greedy agreement with the target 98.0%
 # against 98.6% with float activations (measured as in int8_dynamic.py). The dequantising
 # kernel is slow for a decode step but a plain GEMM for a prefill, where it may win.
-INT8_CANDIDATES = (INT8_DOT, INT8_GEMV, INT8_TILES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK, INT8_DEQUANT)
-SECOND_LAYOUT = (INT8_TILES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN)  # keep their own packed copy of the weights
-FUSABLE = (INT8_GEMV, INT8_DOT, INT8_TILES)  # kernels decode_layer.c runs: preferred for few rows
-LIBRARY_KERNELS = (INT8_GEMV, INT8_DOT, INT8_TILES)  # built from our C sources (kernels/gemv.py)
+# int8_tiles and int8_vnni before int8_dot: both read the weights once for all of a call's rows, and
+# a tie between them goes to the AMX tiles where a CPU has them.
+INT8_CANDIDATES = (INT8_TILES, INT8_VNNI, INT8_DOT, INT8_GEMV, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK,
+                   INT8_DEQUANT)
+SECOND_LAYOUT = (INT8_TILES, INT8_VNNI, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN)  # keep their own packed copy
+FUSABLE = (INT8_GEMV, INT8_DOT, INT8_TILES, INT8_VNNI)  # kernels decode_layer.c runs: preferred for few rows
+LIBRARY_KERNELS = (INT8_GEMV, INT8_DOT, INT8_TILES, INT8_VNNI)  # built from our C sources (kernels/gemv.py)
 INT8_TOLERANCE = 0.05  # the probe's check is against unquantised weights: int8 rounding is not an error
 
 
@@ -84,6 +93,8 @@ def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], .
         return gemv_i8_unavailable_reason(device)
     if name == INT8_TILES:
         return tiles_i8_unavailable_reason(device)
+    if name == INT8_VNNI:
+        return vnni_i8_unavailable_reason(device)
     if name in SECOND_LAYOUT:
         return dynamic_unavailable_reason(name, torch.device(device).type)
     if name == INT8_DEQUANT:
@@ -97,13 +108,17 @@ def _int8_unavailable_reason(name: str, device, shapes: tuple[tuple[int, int], .
 
 @functools.cache
 def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, int], ...],
-                       disabled: frozenset[str] = frozenset(), cache_path: Path | None = None) -> probe.DenseChoice:
+                       disabled: frozenset[str] = frozenset(), cache_path: Path | None = None,
+                       kernel: str = "auto") -> probe.DenseChoice:
     """The int8 kernel(s) for these projection shapes [(in, out), ...] and activation dtype.
 
-    Each candidate not in `disabled` is checked on a tiny input, the working ones timed (the dense
+    `kernel` names one to pin (a UsageError says why when it cannot run here: `--int8-kernel`), or
+    "auto": each candidate not in `disabled` is checked on a tiny input, the working ones timed (the dense
     probe's rounds); INT8_DEQUANT when none works. Remembered for this process (the native draft
     and hf-assisted's copy of it get the same kernel) and, with `cache_path`, for this machine.
     """
+    if kernel != "auto":
+        return _pinned(kernel, device, dtype, shapes)
     candidates = [k for k in INT8_CANDIDATES if k not in disabled]
     key = probe.cache_key(device, dtype, shapes, ["int8", *candidates]) if cache_path else ""
     def usable(name: str) -> bool:
@@ -120,6 +135,16 @@ def select_int8_kernel(device, dtype: torch.dtype, *, shapes: tuple[tuple[int, i
     if cache_path is not None and not library_failed(trials, LIBRARY_KERNELS):
         probe.write_cached(cache_path, key, choice)
     return choice
+
+
+def _pinned(kernel: str, device, dtype: torch.dtype, shapes: tuple[tuple[int, int], ...]) -> probe.DenseChoice:
+    """The one kernel `--int8-kernel` names, for every row count, once it has passed the probe's check here."""
+    if kernel not in INT8_CANDIDATES:
+        raise UsageError(f"unknown int8 kernel {kernel!r}: known: auto, {', '.join(INT8_CANDIDATES)}")
+    trial = _check(kernel, device, dtype, shapes)
+    if not trial.works:
+        raise UsageError(f"int8 kernel {kernel!r} cannot run here: {trial.reason}; use --int8-kernel auto")
+    return probe.DenseChoice(kernel, kernel, 1, (trial,))
 
 
 def _check(name: str, device, dtype: torch.dtype, shapes: tuple[tuple[int, int], ...]) -> probe.KernelTrial:
@@ -254,6 +279,7 @@ def _checked(dot):
 
 
 INT8_CLASSES = {INT8_GEMV: Int8GemvLinear, INT8_DOT: Int8DotLinear, INT8_TILES: Int8TilesLinear,
+                INT8_VNNI: Int8VnniLinear,
                 INT8_FBGEMM: Int8FbgemmLinear, INT8_ONEDNN: Int8OnednnLinear, INT8_BF16: Int8Bf16Linear,
                 INT8_PACK: Int8PackLinear, INT8_DEQUANT: Int8DequantLinear}
 

@@ -216,7 +216,8 @@ class NativeCausalLM:
 
     def _openmp_record(self) -> dict:
         """`openmp_fallback` only where our C kernels run serial beside a second OpenMP runtime (gemv.py)."""
-        uses_library = "gemv" in self.lm_head.name or "int8_dot" in self.lm_head.name or self.fused is not None
+        ours = ("gemv", "int8_dot", "int8_tiles", "int8_vnni")  # kernels built from our C sources
+        uses_library = any(name in self.lm_head.name for name in ours) or self.fused is not None
         return {"openmp_fallback": why} if uses_library and (why := openmp_fallback()) else {}
 
     def _fused_record(self) -> dict:
@@ -235,29 +236,31 @@ class NativeCausalLM:
 def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="cpu", dtype=torch.float32,
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
                        disabled_kernels: frozenset[str] = frozenset(), kernel_cache: Path | None = None,
-                       skip_layers: tuple[int, ...] = ()) -> NativeCausalLM:
+                       skip_layers: tuple[int, ...] = (), int8_kernel: str = "auto") -> NativeCausalLM:
     """A native model from a transformers config and a state dict in Hugging Face naming.
 
     weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
     the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
     linear_kernel "auto" probes the dense kernels (kernels/probe.py), skipping `disabled_kernels`
-    (also int8 ones), and reuses an earlier choice of this machine from `kernel_cache`.
+    (also int8 ones), and reuses an earlier choice of this machine from `kernel_cache`; int8_kernel
+    "auto" probes the int8 kernels alike, a name (models/int8.py) pins one.
     skip_layers: decoder layers (checkpoint indices) to leave out, the self-skip draft: the
     residual stream passes them unchanged; their weights are not read and get no KV cache.
     """
     shape = ModelShape.from_hf_config(config)
     return build_from_lookup(shape, state_dict.get, device=device, dtype=dtype, backend=backend, weights=weights,
-                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache, skip=skip_layers)
+                  linear_kernel=linear_kernel, disabled=disabled_kernels, cache=kernel_cache, skip=skip_layers,
+                  int8_kernel=int8_kernel)
 
 
 def build_random_model(shape: ModelShape, *, seed: int = 0, device="cpu", dtype=torch.float32,
                        backend: str = "sdpa", weights: str = "fp32", linear_kernel: str = "auto",
                        std: float = 0.02, disabled_kernels: frozenset[str] = frozenset(),
-                       skip_layers: tuple[int, ...] = ()) -> NativeCausalLM:
+                       skip_layers: tuple[int, ...] = (), int8_kernel: str = "auto") -> NativeCausalLM:
     """A model of `shape` with N(0, std) weights and unit norms, for timing without a checkpoint."""
     return build_from_lookup(shape, random_weights_lookup(shape, seed=seed, device=device, std=std), device=device,
                              dtype=dtype, backend=backend, weights=weights, linear_kernel=linear_kernel,
-                             disabled=disabled_kernels, cache=None, skip=skip_layers)
+                             disabled=disabled_kernels, cache=None, skip=skip_layers, int8_kernel=int8_kernel)
 
 
 def random_weights_lookup(shape: ModelShape, *, seed: int, device="cpu", std: float = 0.02):
@@ -307,7 +310,7 @@ def kept_layers(num_layers: int, skip_layers: tuple[int, ...]) -> list[int]:
 
 def build_from_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | None], *, device, dtype,
                       backend: str, weights: str, linear_kernel: str, disabled: frozenset[str] = frozenset(),
-                      cache: Path | None = None, skip: tuple[int, ...] = ()) -> NativeCausalLM:
+                      cache: Path | None = None, skip: tuple[int, ...] = (), int8_kernel: str = "auto") -> NativeCausalLM:
     """A native model of `shape` whose tensors `lookup(name)` gives in Hugging Face naming and shape
     (None: absent; a bias absent is zero). The builders above and tensor_parallel.py's shards use it."""
     if weights not in WEIGHT_FORMATS:
@@ -317,7 +320,8 @@ def build_from_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | 
     attention.check(device=torch.device(device), dtype=dtype)
     fetch = _fetcher(shape, lookup)
     kernels, make_linear = _linear_maker(shape, device=device, dtype=dtype, weights=weights,
-                                         linear_kernel=linear_kernel, disabled=disabled, cache=cache)
+                                         linear_kernel=linear_kernel, disabled=disabled, cache=cache,
+                                         int8_kernel=int8_kernel)
 
     def linear(prefix: str, names: tuple[str, ...]):
         ws = [fetch(f"{prefix}{n}.weight") for n in names]  # [out_n, in] each
@@ -354,11 +358,12 @@ def build_from_lookup(shape: ModelShape, lookup: Callable[[str], torch.Tensor | 
 
 
 def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kernel: str, disabled: frozenset[str],
-                  cache: Path | None) -> tuple[dict, Callable]:
+                  cache: Path | None, int8_kernel: str = "auto") -> tuple[dict, Callable]:
     """(what the manifest records of the kernels, the function making each projection)."""
     if weights == "int8":
         int8 = select_int8_kernel(device, dtype, shapes=tuple(projection_shapes(shape)),
-                                  disabled=disabled | int8_kernels_without_room(shape), cache_path=cache)
+                                  disabled=disabled | int8_kernels_without_room(shape), cache_path=cache,
+                                  kernel=int8_kernel)
         return ({"linear": int8.name, "linear_probe": int8.describe()},
                 lambda w, b: make_int8_linear(w, b, device=device, choice=int8))
     choice = select_dense_kernel(linear_kernel, device, dtype, shapes=projection_shapes(shape),

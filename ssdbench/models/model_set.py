@@ -47,6 +47,7 @@ class ModelSettings:
     dtype: str = "float32"
     attention: str = "sdpa"
     linear_kernel: str = "auto"
+    int8_kernel: str = "auto"  # the int8 draft's kernel: auto probes, a name pins (models/int8.py)
     device: str = "cpu"  # where the target (and sd's in-process draft) runs
     engines: tuple[str, ...] = ("native",)
     allow_download: bool = False
@@ -226,7 +227,7 @@ class ModelSet:
         return select_int8_kernel(self.device, torch_dtype(self.config.dtype),
                                   shapes=tuple(projection_shapes(self.target_shape)),
                                   disabled=int8_kernels_without_room(self.target_shape),
-                                  cache_path=default_cache_path())
+                                  cache_path=default_cache_path(), kernel=self.config.int8_kernel)
 
     @property
     def device(self) -> str:
@@ -268,12 +269,13 @@ class ModelSet:
         if self.config.random_weights:
             return build_random_model(source.shape, seed=source.seed, device=device, dtype=dtype,
                                       backend=self.config.attention, weights="int8" if int8 else "fp32",
-                                      linear_kernel=self.config.linear_kernel)
+                                      linear_kernel=self.config.linear_kernel, int8_kernel=self.config.int8_kernel)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
         return build_native_model(
             load_config(source), state, device=device, dtype=dtype,
             backend=self.config.attention, weights="int8" if int8 else "fp32",
             linear_kernel=self.config.linear_kernel, kernel_cache=default_cache_path(),
+            int8_kernel=self.config.int8_kernel,
         )
 
     def _tensor_parallel_target(self):

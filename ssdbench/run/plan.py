@@ -148,7 +148,8 @@ def build_plan(settings: RunSettings) -> RunPlan:
         check_store_order()
     sd_draft_device = _sd_draft_device(settings, methods, draft)
     models = ModelSettings(target=settings.target, draft=draft, dtype=settings.dtype, attention=settings.attention,
-                           linear_kernel=settings.linear_kernel, device=target_place.device, engines=settings.engines,
+                           linear_kernel=settings.linear_kernel, int8_kernel=settings.int8_kernel,
+                           device=target_place.device, engines=settings.engines,
                            allow_download=settings.allow_download, trust_remote_code=settings.trust_remote_code,
                            random_weights=settings.random_weights, seed=settings.seed, tp=settings.tp,
                            threads=settings.threads, k=settings.k, draft_device=sd_draft_device,

@@ -44,6 +44,7 @@ class DraftSpec:
     random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
     cuda_graphs: str = "auto"  # the draft's plain steps replay CUDA graphs on CUDA (models/cuda_graphs.py)
     posts_forks: bool = False  # --acceptance synthetic:...,hit=H: tell the verifier each fork (codec.write_forks)
+    int8_kernel: str = "auto"  # --int8-kernel: the int8 draft's kernel, probed or pinned (models/int8.py)
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -112,11 +113,12 @@ def _build_draft_model(spec: DraftSpec):
         source = random_source(spec.random_shape, seed=spec.random_seed, flag="--draft")
         return build_random_model(source.shape, seed=source.seed, device=spec.device, dtype=dtype,
                                   backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
-                                  skip_layers=spec.skip_layers)
+                                  skip_layers=spec.skip_layers, int8_kernel=spec.int8_kernel)
     source = resolve_model(spec.model_path, trust_remote_code=spec.trust_remote_code)
     return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
                               dtype=dtype, backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
-                              kernel_cache=default_cache_path(), skip_layers=spec.skip_layers)
+                              kernel_cache=default_cache_path(), skip_layers=spec.skip_layers,
+                              int8_kernel=spec.int8_kernel)
 
 
 def _record_to(box: mb.Mailbox):

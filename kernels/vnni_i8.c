@@ -1,0 +1,320 @@
+/* int8 projections for 1 to a few hundred rows without AMX: y[r, o] = s[o] * sum_b dx[r, b] * (q[r, b] . w[o, b]) (+ b[o]).
+ *
+ * dot_i8.c streams each row past each weight row and sums 8 lanes of one output per vector, so a
+ * 16-row tree step pays ~5 instructions per 32 products per row, and the per-output horizontal sums
+ * on top. Here the outputs lie across the vector: weights are packed once so that one 64-byte line
+ * holds 4 consecutive inputs of 16 outputs, and `vpdpbusd` multiplies it by 4 activation bytes of one
+ * row broadcast to every lane: 64 products summed into 16 int32 outputs per instruction. A register
+ * tile of MR rows x NV vectors of outputs loads each weight line once for MR rows; the threads split
+ * the outputs, and a tile's weights (32 outputs x in bytes) stay in L1/L2 for the next MR rows, so
+ * the weights are read from memory once per call for all rows.
+ *
+ * Activations: each row is quantised in blocks of QBLOCK inputs to int8 with one float32 scale per
+ * block (symmetric, to nearest, ties to even: llama.cpp's Q8_0 activations, as dot_i8.c's), so a
+ * draft on this kernel proposes as one on int8_dot does. A block's products are summed exactly in
+ * int32, then scaled and added in float32, block after block, in the same order on every path:
+ *   acc = fmaf((float)S_b, dx[r, b], acc);  y = fmaf(acc, s[o], bias[o])
+ * so a row's result depends on nothing but the row (not its neighbours, not the row count), and the
+ * instruction-set paths below agree bit for bit.
+ *
+ * Overflow: no int32 sum spans more than one block. With the VNNI paths' unsigned activations
+ * (q + 128, at most 255) a block's sum is at most 32 * 255 * 127 = 1,036,320 in magnitude (2^31 is
+ * 2,147,483,648), and it converts to float exactly (below 2^24); so any input width is safe.
+ *
+ * Paths, by what the compiler targets (gemv.py builds for this CPU):
+ * - 3: AVX-512 VNNI (+BW): 16 outputs per vector, `vpdpbusd` on zmm; 4 rows x 2 vectors a tile.
+ * - 2: AVX-VNNI (or AVX-512 VNNI with VL but no zmm use): `vpdpbusd` on ymm, 8 outputs a vector.
+ *   Both take unsigned activations u = q + 128 and start each block's sums at -128 * sum(w) over
+ *   the block (the packed `bsum`), so the sum is q . w exactly.
+ * - 1: AVX2: `vpmaddubsw` of |w| and q signed by w (a pair is at most 2 * 127 * 127, no int16
+ *   saturation), `vpmaddwd` to int32; signed activations, sums start at 0.
+ * - 0: plain loops, correct and slow (the probe then keeps another kernel).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemv.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define QBLOCK 32     /* inputs per activation scale */
+#define GROUP 4       /* inputs per 32-bit lane of vpdpbusd */
+#define LINE_OUT 16   /* outputs per packed 64-byte line */
+#define TILE_OUT 32   /* outputs per thread task: packing pads `out` to a multiple of it */
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define VNNI_PATH 3
+#define VEC_OUT 16
+#define MR 4
+#elif defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#define VNNI_PATH 2
+#define VEC_OUT 8
+#define MR 3
+#elif defined(__AVX2__)
+#define VNNI_PATH 1
+#define VEC_OUT 8
+#define MR 2
+#else
+#define VNNI_PATH 0
+#define VEC_OUT 1
+#define MR 1
+#endif
+#define NV (TILE_OUT / VEC_OUT > 2 ? 2 : TILE_OUT / VEC_OUT) /* output vectors per register tile */
+#define UNSIGNED_INPUTS (VNNI_PATH >= 2)
+
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+/* Which path this build runs (3, 2, 1 or 0, as above). */
+int ssdbench_vnni_i8_path(void) { return VNNI_PATH; }
+
+int64_t ssdbench_vnni_i8_packed_bytes(int64_t in, int64_t out) { return round_up(out, TILE_OUT) * round_up(in, QBLOCK); }
+
+int64_t ssdbench_vnni_i8_bsum_count(int64_t in, int64_t out) { return round_up(out, TILE_OUT) * (round_up(in, QBLOCK) / QBLOCK); }
+
+/* w int8 [out, in] -> packed [out_p / 16][in_p / 4][16][4] (zeros past out and in) and bsum
+ * [out_p / 16][blocks][16]: -128 * each block's weight sum, where the VNNI paths start their sums. */
+void ssdbench_vnni_i8_pack(const int8_t *restrict w, int8_t *restrict packed, int32_t *restrict bsum, int64_t in,
+                           int64_t out) {
+  const int64_t in_p = round_up(in, QBLOCK), out_p = round_up(out, TILE_OUT), groups = in_p / GROUP;
+  const int64_t blocks = in_p / QBLOCK;
+  memset(packed, 0, (size_t)(out_p * in_p));
+  memset(bsum, 0, (size_t)(out_p * blocks) * sizeof(int32_t));
+  for (int64_t o = 0; o < out; o++) {
+    const int64_t line = o / LINE_OUT, n = o % LINE_OUT;
+    for (int64_t k = 0; k < in; k++) {
+      const int8_t v = w[o * in + k];
+      packed[((line * groups + k / GROUP) * LINE_OUT + n) * GROUP + k % GROUP] = v;
+      bsum[(line * blocks + k / QBLOCK) * LINE_OUT + n] -= 128 * (int32_t)v;
+    }
+  }
+}
+
+/* x [rows, in] -> q [rows, in_p] (the path's encoding: q + 128 unsigned on the VNNI paths, else q
+ * signed; padding encodes 0) and dx [rows, blocks]. */
+static void quantize_rows(const float *x, uint8_t *q, float *dx, int64_t rows, int64_t in, int64_t in_p) {
+  const int64_t blocks = in_p / QBLOCK;
+  const int32_t zero = UNSIGNED_INPUTS ? 128 : 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t b = 0; b < blocks; b++) {
+      const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
+      float top = 0.f;
+      for (int64_t i = lo; i < hi; i++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
+        const float a = fabsf(x[r * in + i]);
+        top = a > top ? a : top;
+      }
+      const float inv = top > 0.f ? 127.f / top : 0.f;
+      dx[r * blocks + b] = top / 127.f;
+      for (int64_t i = lo; i < lo + QBLOCK; i++) {
+        const int32_t v = i < hi ? (int32_t)rintf(x[r * in + i] * inv) : 0;
+        q[r * in_p + i] = (uint8_t)(v + zero);
+      }
+    }
+}
+
+#if VNNI_PATH >= 1
+#if VNNI_PATH == 3
+typedef __m512i ivec;
+typedef __m512 fvec;
+#define LOAD_I(p) _mm512_loadu_si512((const void *)(p))
+#define CVT(v) _mm512_cvtepi32_ps(v)
+#define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define MUL(a, b) _mm512_mul_ps(a, b)
+#define SET1_F(v) _mm512_set1_ps(v)
+#define LOAD_F(p) _mm512_loadu_ps(p)
+#define STORE_F(p, v) _mm512_storeu_ps(p, v)
+#define ZERO_I() _mm512_setzero_si512()
+#define ZERO_F() _mm512_setzero_ps()
+#define DOT4(acc, a4, w) _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(a4), w)
+#else
+typedef __m256i ivec;
+typedef __m256 fvec;
+#define LOAD_I(p) _mm256_loadu_si256((const __m256i *)(p))
+#define CVT(v) _mm256_cvtepi32_ps(v)
+#define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define MUL(a, b) _mm256_mul_ps(a, b)
+#define SET1_F(v) _mm256_set1_ps(v)
+#define LOAD_F(p) _mm256_loadu_ps(p)
+#define STORE_F(p, v) _mm256_storeu_ps(p, v)
+#define ZERO_I() _mm256_setzero_si256()
+#define ZERO_F() _mm256_setzero_ps()
+#if VNNI_PATH == 2 && defined(__AVXVNNI__)
+#define DOT4(acc, a4, w) _mm256_dpbusd_avx_epi32(acc, _mm256_set1_epi32(a4), w)
+#elif VNNI_PATH == 2
+#define DOT4(acc, a4, w) _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(a4), w)
+#else
+/* acc + the 8 lanes' 4-product sums of q (signed) and w: |w| times q signed by w, pairs in int16. */
+static inline __m256i dot4_avx2(__m256i acc, int32_t a4, __m256i w) {
+  const __m256i signed_q = _mm256_sign_epi8(_mm256_set1_epi32(a4), w);
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), signed_q);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+#define DOT4(acc, a4, w) dot4_avx2(acc, a4, w)
+#endif
+#endif
+
+static inline int32_t four_bytes(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* The address of output vector v (VEC_OUT outputs from tile output o0 + v * VEC_OUT) at input group g. */
+static inline const int8_t *line_at(const int8_t *packed, int64_t groups, int64_t o, int64_t g) {
+  return packed + ((o / LINE_OUT) * groups + g) * (LINE_OUT * GROUP) + (o % LINE_OUT) * GROUP;
+}
+
+/* nr rows (constant at each call site) x NV output vectors from output o0: acc[r][v], before s[o]. */
+static inline __attribute__((always_inline)) void tile_rows(const uint8_t *restrict q, const float *restrict dx,
+                                                            const int8_t *restrict packed,
+                                                            const int32_t *restrict bsum, int64_t in_p, int64_t o0,
+                                                            int nr, fvec acc[MR][NV]) {
+  const int64_t groups = in_p / GROUP, blocks = in_p / QBLOCK;
+  for (int r = 0; r < nr; r++)
+    for (int v = 0; v < NV; v++) acc[r][v] = ZERO_F();
+  for (int64_t b = 0; b < blocks; b++) {
+    ivec sums[MR][NV];
+    for (int v = 0; v < NV; v++) {
+      const int64_t o = o0 + v * VEC_OUT;
+#if UNSIGNED_INPUTS
+      const ivec start = LOAD_I(bsum + ((o / LINE_OUT) * blocks + b) * LINE_OUT + o % LINE_OUT);
+#else
+      const ivec start = ZERO_I();
+      (void)bsum;
+      (void)o;
+#endif
+      for (int r = 0; r < nr; r++) sums[r][v] = start;
+    }
+    for (int64_t g = b * (QBLOCK / GROUP); g < (b + 1) * (QBLOCK / GROUP); g++) {
+      ivec wv[NV];
+      for (int v = 0; v < NV; v++) wv[v] = LOAD_I(line_at(packed, groups, o0 + v * VEC_OUT, g));
+      for (int r = 0; r < nr; r++) {
+        const int32_t a4 = four_bytes(q + r * in_p + g * GROUP);
+        for (int v = 0; v < NV; v++) sums[r][v] = DOT4(sums[r][v], a4, wv[v]);
+      }
+    }
+    for (int r = 0; r < nr; r++) {
+      const fvec d = SET1_F(dx[r * blocks + b]);
+      for (int v = 0; v < NV; v++) acc[r][v] = FMA(CVT(sums[r][v]), d, acc[r][v]);
+    }
+  }
+}
+
+/* acc's outputs [o0, o0 + VEC_OUT) of one row into y_row, scaled (and biased), those below `out` only. */
+static inline void store_outputs(fvec acc, const float *scales, const float *bias, float *y_row, int64_t o0,
+                                 int64_t out) {
+  float scale_pad[VEC_OUT], bias_pad[VEC_OUT], got[VEC_OUT];
+  const int64_t n = out - o0 < VEC_OUT ? out - o0 : VEC_OUT;
+  if (n <= 0) return;
+  if (n == VEC_OUT) {
+    const fvec y = bias ? FMA(acc, LOAD_F(scales + o0), LOAD_F(bias + o0)) : MUL(acc, LOAD_F(scales + o0));
+    STORE_F(y_row + o0, y);
+    return;
+  }
+  memset(scale_pad, 0, sizeof scale_pad);
+  memset(bias_pad, 0, sizeof bias_pad);
+  memcpy(scale_pad, scales + o0, (size_t)n * sizeof(float));
+  if (bias) memcpy(bias_pad, bias + o0, (size_t)n * sizeof(float));
+  const fvec y = bias ? FMA(acc, LOAD_F(scale_pad), LOAD_F(bias_pad)) : MUL(acc, LOAD_F(scale_pad));
+  STORE_F(got, y);
+  memcpy(y_row + o0, got, (size_t)n * sizeof(float));
+}
+
+static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, const int32_t *bsum,
+                     const float *scales, const float *bias, float *y, int64_t rows, int64_t in_p, int64_t out,
+                     int32_t threads) {
+  const int64_t blocks = in_p / QBLOCK, tiles = round_up(out, TILE_OUT) / TILE_OUT;
+  const int64_t per_tile = TILE_OUT / (NV * VEC_OUT); /* register tiles across a task's outputs */
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t t = 0; t < tiles; t++)
+    for (int64_t part = 0; part < per_tile; part++) {
+      const int64_t o0 = t * TILE_OUT + part * NV * VEC_OUT;
+      if (o0 >= out) break;
+      for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+        const int nr = rows - r0 < MR ? (int)(rows - r0) : MR;
+        fvec acc[MR][NV];
+        const uint8_t *qr = q + r0 * in_p;
+        const float *dr = dx + r0 * blocks;
+        switch (nr) { /* a constant row count per call: the tile stays in registers */
+#if MR >= 4
+          case 4: tile_rows(qr, dr, packed, bsum, in_p, o0, 4, acc); break;
+#endif
+#if MR >= 3
+          case 3: tile_rows(qr, dr, packed, bsum, in_p, o0, 3, acc); break;
+#endif
+          case 2: tile_rows(qr, dr, packed, bsum, in_p, o0, 2, acc); break;
+          default: tile_rows(qr, dr, packed, bsum, in_p, o0, 1, acc); break;
+        }
+        for (int r = 0; r < nr; r++)
+          for (int v = 0; v < NV; v++) store_outputs(acc[r][v], scales, bias, y + (r0 + r) * out, o0 + v * VEC_OUT, out);
+      }
+    }
+}
+#else
+/* The plain loops: the same integer block sums and the same float32 steps, one output at a time. */
+static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, const int32_t *bsum,
+                     const float *scales, const float *bias, float *y, int64_t rows, int64_t in_p, int64_t out,
+                     int32_t threads) {
+  const int64_t groups = in_p / GROUP, blocks = in_p / QBLOCK;
+  (void)bsum;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t o = 0; o < out; o++)
+    for (int64_t r = 0; r < rows; r++) {
+      float acc = 0.f;
+      for (int64_t b = 0; b < blocks; b++) {
+        int32_t s = 0;
+        for (int64_t k = b * QBLOCK; k < (b + 1) * QBLOCK; k++) {
+          const int8_t wk = packed[(((o / LINE_OUT) * groups + k / GROUP) * LINE_OUT + o % LINE_OUT) * GROUP + k % GROUP];
+          s += (int32_t)(int8_t)q[r * in_p + k] * wk;
+        }
+        acc = fmaf((float)s, dx[r * blocks + b], acc);
+      }
+      y[r * out + o] = bias ? fmaf(acc, scales[o], bias[o]) : acc * scales[o];
+    }
+}
+#endif
+
+/* The core's int8 dot-product peak on this path's instruction, for benchmarks' floors: `iterations` rounds of
+ * 12 independent vpdpbusd (or AVX2's three-instruction stand-in) on registers; returns the multiply-adds done
+ * (the caller times the call). The plain path does scalar multiply-adds. */
+int64_t ssdbench_vnni_i8_peak(int64_t iterations, int32_t seed) {
+#if VNNI_PATH >= 1
+  ivec acc[12], w = LOAD_I(((const int32_t[16]){seed, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  for (int i = 0; i < 12; i++) acc[i] = ZERO_I();
+  for (int64_t it = 0; it < iterations; it++)
+    for (int i = 0; i < 12; i++) acc[i] = DOT4(acc[i], seed + i, w);
+  int32_t lanes[sizeof(ivec) / 4], total = 0;
+  for (int i = 0; i < 12; i++) {
+    memcpy(lanes, &acc[i], sizeof lanes);
+    total += lanes[0];
+  }
+  return total == 42 ? 0 : iterations * 12 * (int64_t)sizeof(ivec); /* the sum keeps the loop alive */
+#else
+  int32_t acc = 0;
+  for (int64_t it = 0; it < iterations; it++) acc += (int32_t)it * seed;
+  return acc == 42 ? 0 : iterations;
+#endif
+}
+
+/* x [rows, in] float32; packed and bsum from ssdbench_vnni_i8_pack; scales [out]; bias [out] or NULL;
+ * y [rows, out]. Returns 0, or -1 when scratch memory could not be had. */
+int ssdbench_vnni_i8(const float *restrict x, const int8_t *restrict packed, const int32_t *restrict bsum,
+                     const float *restrict scales, const float *restrict bias, float *restrict y, int64_t rows,
+                     int64_t in, int64_t out, int32_t threads) {
+  if (rows <= 0) return 0;
+  const int64_t in_p = round_up(in, QBLOCK);
+  uint8_t *q = malloc((size_t)(rows * in_p));
+  float *dx = malloc((size_t)(rows * (in_p / QBLOCK)) * sizeof(float));
+  if (!q || !dx) {
+    free(q);
+    free(dx);
+    return -1;
+  }
+  quantize_rows(x, q, dx, rows, in, in_p);
+  multiply(q, dx, packed, bsum, scales, bias, y, rows, in_p, out, threads);
+  free(q);
+  free(dx);
+  return 0;
+}

@@ -1,0 +1,73 @@
+"""The physical floor of a forward step on this CPU: its weight bytes over the read bandwidth measured
+here, or its multiply-adds over the core's measured peak for the kernel's instructions, whichever is
+larger. benchmarks/step_costs.py prints each step's ratio to it.
+
+Both rates are measured, not taken from a datasheet: the bandwidth by reading a buffer as large as
+the weights (so it is the bandwidth a step sees, from DRAM or from a cache that holds them all), the
+peak by a loop of independent vector instructions on registers (kernels/gemv.c, kernels/vnni_i8.c).
+Attention, norms and the KV cache are left out: the floor is the projections' alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ssdbench.kernels.gemv import VNNI_PATHS, library
+
+PEAK_ITERATIONS = 2_000_000
+# The instructions each kernel multiplies with, for its compute floor; kernels not listed (AMX tiles, the
+# library GEMMs) get the bandwidth floor alone, as their peak is not measured here.
+F32_KERNELS = ("gemv", "matmul", "onednn")
+INT8_DOT_KERNELS = ("int8_vnni", "int8_dot")
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What bounds a step here: read bandwidth (bytes/s) and multiply-adds per second per instruction kind."""
+
+    read_bytes_per_s: float
+    f32_macs_per_s: float
+    int8_macs_per_s: float
+    int8_path: str  # the instruction path int8_macs_per_s was measured on (kernels/vnni_i8.c)
+
+    def floor_ms(self, weight_bytes: int, macs: int, kernel: str) -> tuple[float, str]:
+        """(floor ms, what sets it: 'bandwidth' or 'compute') for a step reading `weight_bytes` and doing `macs`."""
+        memory = weight_bytes / self.read_bytes_per_s * 1e3
+        peak = (self.f32_macs_per_s if kernel in F32_KERNELS
+                else self.int8_macs_per_s if kernel in INT8_DOT_KERNELS else None)
+        compute = macs / peak * 1e3 if peak else 0.0
+        return (memory, "bandwidth") if memory >= compute else (compute, "compute")
+
+
+def read_bandwidth(nbytes: int, *, repeats: int = 7) -> float:
+    """Bytes per second one thread reads from a buffer of `nbytes` (kernels/gemv.c's vector read loop)."""
+    read = library().ssdbench_read_f32
+    buffer = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+    read(buffer.data_ptr(), buffer.numel())  # warm: pages mapped, caches filled as a step finds them
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        read(buffer.data_ptr(), buffer.numel())
+        times.append(time.perf_counter() - start)
+    return buffer.numel() * 4 / statistics.median(times)
+
+
+def _peak(call, repeats: int = 5) -> float:
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        macs = call()
+        rates.append(macs / (time.perf_counter() - start))
+    return max(rates)  # a peak: the least-disturbed run
+
+
+def measure_rates(weight_bytes: int) -> Rates:
+    """This core's rates, the bandwidth at a buffer of `weight_bytes`."""
+    lib = library()
+    f32 = _peak(lambda: lib.ssdbench_f32_peak(PEAK_ITERATIONS, 0.999))
+    int8 = _peak(lambda: lib.ssdbench_vnni_i8_peak(PEAK_ITERATIONS, 3))
+    return Rates(read_bandwidth(weight_bytes), f32, int8, VNNI_PATHS[lib.ssdbench_vnni_i8_path()])
