@@ -34,7 +34,8 @@ typedef struct {
   int64_t in, out;
   int32_t int8_inputs;  /* int8 weights only: 0 widens the weights (gemv.c), 1 quantises the inputs per block
                            (dot_i8.c), 2 per row on AMX tiles (tiles_i8.c: w is its packed layout), 3 per
-                           block against vnni_i8.c's packed layout */
+                           block against vnni_i8.c's packed layout; float32 weights: 0 gemv.c, 4
+                           packed_f32.c's packed layout */
   const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], vnni_i8.c's block sums, else NULL */
 } projection;
 
@@ -54,7 +55,9 @@ static int project(const projection *p, const float *x, float *y, int64_t rows, 
     return ssdbench_tiles_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads, 1);
   if (p->scales && p->int8_inputs)
     return ssdbench_dot_i8(x, (const int8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
-  if (p->scales)
+  if (!p->scales && p->int8_inputs == 4)
+    ssdbench_packed_f32(x, (const float *)p->w, p->bias, y, rows, p->in, p->out, threads);
+  else if (p->scales)
     ssdbench_gemv_i8(x, (const int8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
   else
     ssdbench_gemv_f32(x, (const float *)p->w, p->bias, y, rows, p->in, p->out, threads);

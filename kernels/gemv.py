@@ -33,10 +33,11 @@ from ssdbench.machine_cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")
-# Built into the same library: dot_i8.c (int8 activations), tiles_i8.c (AMX tiles), vnni_i8.c (packed int8 for
-# many rows without AMX) and decode_layer.c, which calls the projections (gemv.h).
-SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("dot_i8.c", "tiles_i8.c", "vnni_i8.c",
-                                                                  "decode_layer.c")))
+# Built into the same library: packed_f32.c (float32 for a few rows), dot_i8.c (int8 activations), tiles_i8.c
+# (AMX tiles), vnni_i8.c (packed int8 for many rows without AMX) and decode_layer.c, which calls the
+# projections (gemv.h).
+SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("packed_f32.c", "dot_i8.c", "tiles_i8.c",
+                                                                  "vnni_i8.c", "decode_layer.c")))
 HEADERS = (Path(__file__).with_name("gemv.h"),)
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
@@ -74,6 +75,45 @@ class GemvLinear:
     def gemv_pointers(self) -> tuple:
         """(weight, scales, bias, in, out) for decode_layer.c: float32, so no scales."""
         return self._w_ptr, None, self._bias_ptr, self.in_features, self.out_features
+
+    def nbytes(self) -> int:
+        return self.num_bytes
+
+
+class PackedF32Linear:
+    """y = x . w[o] per output through packed_f32.c: the weight packed once with 16 outputs across each line,
+    rows in register tiles sharing each load (a verify's few rows). CPU, float32, any row count."""
+
+    name = "packed_f32"
+    kind = 4  # decode_layer.c's projection kind for packed_f32.c
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, dtype) -> None:
+        if (reason := gemv_unavailable_reason(device, dtype)) is not None:
+            raise RuntimeError(f"packed_f32 kernel unavailable: {reason}")
+        lib = library()
+        self._fn = lib.ssdbench_packed_f32
+        w = weight.to(device="cpu", dtype=torch.float32).contiguous()  # [out, in]
+        self.out_features, self.in_features = w.shape
+        self.packed = torch.empty(lib.ssdbench_packed_f32_floats(self.in_features, self.out_features))  # lines
+        lib.ssdbench_packed_f32_pack(w.data_ptr(), self.packed.data_ptr(), self.in_features, self.out_features)
+        self.bias = None if bias is None else bias.to(dtype=torch.float32).contiguous()  # [out]
+        self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
+        self.num_bytes = (weight.numel() + (0 if bias is None else bias.numel())) * 4
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        if x.shape[-1] != self.in_features or x.dtype != torch.float32:
+            raise ValueError(f"packed_f32: a {x.dtype} input of {x.shape[-1]} features for a float32 weight of "
+                             f"{self.in_features}")
+        x = x.contiguous()
+        y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
+        self._fn(x.data_ptr(), self.packed.data_ptr(), self._bias_ptr, y.data_ptr(), x.numel() // self.in_features,
+                 self.in_features, self.out_features, torch.get_num_threads())
+        return y
+
+    @property
+    def gemv_pointers(self) -> tuple:
+        """(packed weight, no scales, bias, in, out, kind 4) for decode_layer.c."""
+        return self.packed.data_ptr(), None, self._bias_ptr, self.in_features, self.out_features, self.kind
 
     def nbytes(self) -> int:
         return self.num_bytes
@@ -211,6 +251,12 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     vnni = lib.ssdbench_vnni_i8  # (x, packed, bsum, scales, b, y, rows, in, out, threads) -> 0 or -1
     vnni.argtypes, vnni.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32], ctypes.c_int
     lib.ssdbench_vnni_i8_path.restype = ctypes.c_int
+    floats = lib.ssdbench_packed_f32_floats  # (in, out) -> floats
+    floats.argtypes, floats.restype = [ctypes.c_int64] * 2, ctypes.c_int64
+    f32_pack = lib.ssdbench_packed_f32_pack  # (w, packed, in, out)
+    f32_pack.argtypes, f32_pack.restype = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2, None
+    packed = lib.ssdbench_packed_f32  # (x, packed, b, y, rows, in, out, threads)
+    packed.argtypes, packed.restype = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32], None
     lib.ssdbench_vnni_i8_peak.argtypes, lib.ssdbench_vnni_i8_peak.restype = [ctypes.c_int64, ctypes.c_int32], ctypes.c_int64
     lib.ssdbench_read_f32.argtypes, lib.ssdbench_read_f32.restype = [ctypes.c_void_p, ctypes.c_int64], ctypes.c_float
     lib.ssdbench_f32_peak.argtypes, lib.ssdbench_f32_peak.restype = [ctypes.c_int64, ctypes.c_float], ctypes.c_int64

@@ -6,6 +6,9 @@
   streamed once per call as a dot product, which for one row reaches far more of the read
   bandwidth than either library kernel (a decode step is memory-bound). Absent when there is
   no C compiler.
+- `packed_f32`: CPU, float32 only; packed_f32.c: the weight packed once with 16 outputs across each
+  vector line, rows in register tiles sharing each load and no sums across lanes: a verify's few rows
+  at little more than one row's cost. Absent without a C compiler.
 - `onednn`: CPU only; the weight pre-packed once by oneDNN. MKL's sgemm repacks the weight
   on every call with 2-16 rows, so there a K+1-token verify costs 1.5-2.5x a 1-token step;
   packed, it costs about the same as one token. Each row's result is also independent of
@@ -24,11 +27,11 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
-from ssdbench.kernels.gemv import GemvLinear, gemv_unavailable_reason, library_failed
+from ssdbench.kernels.gemv import GemvLinear, PackedF32Linear, gemv_unavailable_reason, library_failed
 
-LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")
-DENSE_CANDIDATES = ("onednn", "gemv", "matmul")  # probe order: a near-tie goes to the earlier one
-LIBRARY_KERNELS = ("gemv",)  # built from our C sources on first use: a failed build is not a lasting choice
+LINEAR_KERNELS = ("auto", "onednn", "gemv", "packed_f32", "matmul")
+DENSE_CANDIDATES = ("onednn", "gemv", "packed_f32", "matmul")  # probe order: a near-tie goes to the earlier one
+LIBRARY_KERNELS = ("gemv", "packed_f32")  # built from our C sources on first use: a failed build is not a lasting choice
 ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
 
 
@@ -68,7 +71,7 @@ class OnednnLinear(MatmulLinear):
         return self._op(x, self.packed, self.bias, "none", [], "")
 
 
-KERNEL_CLASSES = {"matmul": MatmulLinear, "onednn": OnednnLinear, "gemv": GemvLinear}
+KERNEL_CLASSES = {"matmul": MatmulLinear, "onednn": OnednnLinear, "gemv": GemvLinear, "packed_f32": PackedF32Linear}
 
 
 class RowSplitLinear:
@@ -153,5 +156,6 @@ def _check(name: str, device, dtype: torch.dtype) -> probe.KernelTrial:
 
 
 def _unavailable_reason(name: str, device, dtype: torch.dtype) -> str | None:
-    unavailable = {"onednn": onednn_unavailable_reason, "gemv": gemv_unavailable_reason}.get(name)
+    unavailable = {"onednn": onednn_unavailable_reason, "gemv": gemv_unavailable_reason,
+                   "packed_f32": gemv_unavailable_reason}.get(name)
     return None if unavailable is None else unavailable(device, dtype)

@@ -18,7 +18,7 @@ LENGTHS = [5, 9, 7]  # three rows, each at its own length
 TORCH_INT8_KERNELS = frozenset({"int8pack_mm", "int8_dequant", "int8_bf16", "int8_fbgemm", "int8_onednn"})
 # each int8 kernel of ours alone: the probe would otherwise pick among them by timing, and they round differently
 OUR_INT8_KERNELS = ("int8_gemv", "int8_dot", "int8_tiles", "int8_vnni")
-WEIGHTS = ["fp32", *OUR_INT8_KERNELS]
+WEIGHTS = ["fp32", "fp32-packed", *OUR_INT8_KERNELS]  # fp32: gemv.c; fp32-packed: packed_f32.c
 
 
 def on_our_kernels(weights: str) -> dict:
@@ -26,6 +26,8 @@ def on_our_kernels(weights: str) -> dict:
     or one int8 kernel (where it can run here)."""
     if weights == "fp32":
         return {"weights": "fp32", "linear_kernel": "gemv"}
+    if weights == "fp32-packed":
+        return {"weights": "fp32", "linear_kernel": "packed_f32"}
     from ssdbench.kernels.gemv import tiles_i8_unavailable_reason, vnni_i8_unavailable_reason
     from ssdbench.models.int8 import INT8_CANDIDATES
     if weights == "int8_tiles" and (reason := tiles_i8_unavailable_reason("cpu")) is not None:

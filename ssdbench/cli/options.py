@@ -93,7 +93,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "prompts.", str, listed=True, cli_default="native", to_setting=split_list),
     RunOption("attention", "--attention", "Attention backend of the native engine: sdpa (reference) or flash.", str),
     RunOption("linear_kernel", "--linear-kernel", "Dense projection kernel of the native engine: auto (probe what "
-              "runs and is fastest here, per row count), onednn, gemv (float32, built for this CPU) or matmul.", str),
+              "runs and is fastest here, per row count), onednn, gemv or packed_f32 (float32, built for this CPU; "
+              "packed_f32 for a verify's few rows) or matmul.", str),
     RunOption("int8_kernel", "--int8-kernel", "int8 draft's projection kernel: auto (probe, per row count) or one "
               "of int8_tiles (AMX), int8_vnni (AVX-512 VNNI / AVX-VNNI / AVX2), int8_dot, int8_gemv, int8_bf16, "
               "int8_fbgemm, int8_onednn, int8pack_mm, int8_dequant; one this CPU cannot run is refused.", str),

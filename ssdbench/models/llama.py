@@ -216,7 +216,7 @@ class NativeCausalLM:
 
     def _openmp_record(self) -> dict:
         """`openmp_fallback` only where our C kernels run serial beside a second OpenMP runtime (gemv.py)."""
-        ours = ("gemv", "int8_dot", "int8_tiles", "int8_vnni")  # kernels built from our C sources
+        ours = ("gemv", "packed_f32", "int8_dot", "int8_tiles", "int8_vnni")  # kernels built from our C sources
         uses_library = any(name in self.lm_head.name for name in ours) or self.fused is not None
         return {"openmp_fallback": why} if uses_library and (why := openmp_fallback()) else {}
 

@@ -21,7 +21,7 @@ from ssdbench.kernels.gemv import VNNI_PATHS, library
 PEAK_ITERATIONS = 2_000_000
 # The instructions each kernel multiplies with, for its compute floor; kernels not listed (AMX tiles, the
 # library GEMMs) get the bandwidth floor alone, as their peak is not measured here.
-F32_KERNELS = ("gemv", "matmul", "onednn")
+F32_KERNELS = ("gemv", "packed_f32", "matmul", "onednn")
 INT8_DOT_KERNELS = ("int8_vnni", "int8_dot")
 
 

@@ -23,7 +23,7 @@ TRUNCATE_SIDES = ("none", "left")
 ORDERS = ("interleaved", "grouped")
 BACKUPS = ("jit", "fast", "auto")
 CUDA_GRAPH_MODES = ("auto", "on", "off")  # as models/cuda_graphs.py
-LINEAR_KERNELS = ("auto", "onednn", "gemv", "matmul")  # as kernels/linear.py (tests check)
+LINEAR_KERNELS = ("auto", "onednn", "gemv", "packed_f32", "matmul")  # as kernels/linear.py (tests check)
 INT8_KERNELS = ("auto", "int8_tiles", "int8_vnni", "int8_dot", "int8_gemv", "int8_bf16", "int8_fbgemm", "int8_onednn",
                 "int8pack_mm", "int8_dequant")  # "auto" and models/int8.py's candidates (tests check)
 # Settings a sweep loads its models and prompts with, once for every point: none of them can be an axis.
