@@ -110,12 +110,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--int8-kernel", default="auto", help="the draft's int8 kernel: auto (probed) or a name")
     parser.add_argument("--linear-kernel", default="auto", help="the target's dense kernel: auto (probed) or a name")
+    parser.add_argument("--roles", default="target,draft", help="which models to time: target, draft or both")
     args = parser.parse_args()
     os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
     results = {}
     rates = {}
+    roles = args.roles.split(",")
     for role, weights in (("target", "fp32"), ("draft", "int8")):
+        if role not in roles:
+            continue
         model = load(weights, int8_kernel=args.int8_kernel, linear_kernel=args.linear_kernel)
         size = 4 if weights == "fp32" else 1
         rates[role] = measure_rates(projection_weights(model) * size)
@@ -131,8 +135,10 @@ def main() -> None:
     print(f"CPU: {cpu_model()}; one thread on core {args.core}; context {args.context} tokens; K={args.k}")
     for role, r in rates.items():
         print(f"{role} floor rates: read {r.read_bytes_per_s / 1e9:.1f} GB/s at its weights' size, f32 peak "
-              f"{r.f32_macs_per_s / 1e9:.0f} GMAC/s, int8 peak {r.int8_macs_per_s / 1e9:.0f} GMAC/s ({r.int8_path})")
-    target_step = next(r["steps"]["step_1"]["ms"] for name, r in results.items() if name.startswith("target"))
+              f"{r.f32_macs_per_s / 1e9:.0f} GMAC/s, int8 peak {r.int8_macs_per_s / 1e9:.0f} GMAC/s ({r.int8_path}), "
+              f"AMX int8 peak {r.tiles_macs_per_s / 1e9:.0f} GMAC/s")
+    target_step = next((r["steps"]["step_1"]["ms"] for name, r in results.items() if name.startswith("target")),
+                       float("nan"))
     for name, r in results.items():
         own_step = r["steps"]["step_1"]["ms"]
         print(f"{name}: kernels {r['kernels']}")

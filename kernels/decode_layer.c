@@ -36,7 +36,7 @@ typedef struct {
                            (dot_i8.c), 2 per row on AMX tiles (tiles_i8.c: w is its packed layout), 3 per
                            block against vnni_i8.c's packed layout; float32 weights: 0 gemv.c, 4
                            packed_f32.c's packed layout */
-  const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], vnni_i8.c's block sums, else NULL */
+  const int32_t *wsum;  /* tiles_i8.c's sum of each output's weights [out], else NULL */
 } projection;
 
 typedef struct {
@@ -50,7 +50,7 @@ typedef struct {
 
 static int project(const projection *p, const float *x, float *y, int64_t rows, int32_t threads) {
   if (p->scales && p->int8_inputs == 3)
-    return ssdbench_vnni_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads);
+    return ssdbench_vnni_i8(x, (const uint8_t *)p->w, p->scales, p->bias, y, rows, p->in, p->out, threads);
   if (p->scales && p->int8_inputs == 2)
     return ssdbench_tiles_i8(x, (const int8_t *)p->w, p->wsum, p->scales, p->bias, y, rows, p->in, p->out, threads, 1);
   if (p->scales && p->int8_inputs)

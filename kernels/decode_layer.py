@@ -26,7 +26,7 @@ from ssdbench.kernels.linear import RowSplitLinear
 
 class Projection(ctypes.Structure):
     """decode_layer.c's `projection`: int8 when scales is set; int8_inputs 0 (gemv.c), 1 (dot_i8.c), 2
-    (tiles_i8.c, with its weight sums) or 3 (vnni_i8.c, with its block sums)."""
+    (tiles_i8.c, with its weight sums) or 3 (vnni_i8.c); float32 weights 0 (gemv.c) or 4 (packed_f32.c)."""
 
     _fields_ = [("w", ctypes.c_void_p), ("scales", ctypes.c_void_p), ("bias", ctypes.c_void_p),
                 ("in_features", ctypes.c_int64), ("out_features", ctypes.c_int64), ("int8_inputs", ctypes.c_int32),

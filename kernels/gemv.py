@@ -180,11 +180,10 @@ def vnni_i8_unavailable_reason(device) -> str | None:
 
 
 def vnni_i8_functions():
-    """vnni_i8.c's (packed_bytes(in, out), bsum_count(in, out), pack(w, packed, bsum, in, out),
-    multiply(x, packed, bsum, scales, b, y, rows, in, out, threads) -> 0 or -1)."""
+    """vnni_i8.c's (packed_bytes(in, out), pack(w, packed, in, out),
+    multiply(x, packed, scales, b, y, rows, in, out, threads) -> 0 or -1)."""
     lib = library()
-    return (lib.ssdbench_vnni_i8_packed_bytes, lib.ssdbench_vnni_i8_bsum_count, lib.ssdbench_vnni_i8_pack,
-            lib.ssdbench_vnni_i8)
+    return lib.ssdbench_vnni_i8_packed_bytes, lib.ssdbench_vnni_i8_pack, lib.ssdbench_vnni_i8
 
 
 def library_failed(trials: Iterable, kernels: Collection[str]) -> bool:
@@ -244,12 +243,12 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     tiles = lib.ssdbench_tiles_i8  # (x, packed, wsum, scales, b, y, rows, in, out, threads, use_tiles) -> 0, -1, -3
     tiles.argtypes, tiles.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32] * 2, ctypes.c_int
     lib.ssdbench_tiles_i8_ready.restype = ctypes.c_int
-    for count in (lib.ssdbench_vnni_i8_packed_bytes, lib.ssdbench_vnni_i8_bsum_count):  # (in, out) -> count
-        count.argtypes, count.restype = [ctypes.c_int64] * 2, ctypes.c_int64
-    vnni_pack = lib.ssdbench_vnni_i8_pack  # (w, packed, bsum, in, out)
-    vnni_pack.argtypes, vnni_pack.restype = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2, None
-    vnni = lib.ssdbench_vnni_i8  # (x, packed, bsum, scales, b, y, rows, in, out, threads) -> 0 or -1
-    vnni.argtypes, vnni.restype = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 3 + [ctypes.c_int32], ctypes.c_int
+    vnni_bytes = lib.ssdbench_vnni_i8_packed_bytes  # (in, out) -> bytes
+    vnni_bytes.argtypes, vnni_bytes.restype = [ctypes.c_int64] * 2, ctypes.c_int64
+    vnni_pack = lib.ssdbench_vnni_i8_pack  # (w, packed, in, out)
+    vnni_pack.argtypes, vnni_pack.restype = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2, None
+    vnni = lib.ssdbench_vnni_i8  # (x, packed, scales, b, y, rows, in, out, threads) -> 0 or -1
+    vnni.argtypes, vnni.restype = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 3 + [ctypes.c_int32], ctypes.c_int
     lib.ssdbench_vnni_i8_path.restype = ctypes.c_int
     floats = lib.ssdbench_packed_f32_floats  # (in, out) -> floats
     floats.argtypes, floats.restype = [ctypes.c_int64] * 2, ctypes.c_int64
@@ -258,6 +257,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     packed = lib.ssdbench_packed_f32  # (x, packed, b, y, rows, in, out, threads)
     packed.argtypes, packed.restype = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int32], None
     lib.ssdbench_vnni_i8_peak.argtypes, lib.ssdbench_vnni_i8_peak.restype = [ctypes.c_int64, ctypes.c_int32], ctypes.c_int64
+    lib.ssdbench_tiles_i8_peak.argtypes, lib.ssdbench_tiles_i8_peak.restype = [ctypes.c_int64], ctypes.c_int64
     lib.ssdbench_read_f32.argtypes, lib.ssdbench_read_f32.restype = [ctypes.c_void_p, ctypes.c_int64], ctypes.c_float
     lib.ssdbench_f32_peak.argtypes, lib.ssdbench_f32_peak.restype = [ctypes.c_int64, ctypes.c_float], ctypes.c_int64
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types

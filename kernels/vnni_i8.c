@@ -17,17 +17,19 @@
  * so a row's result depends on nothing but the row (not its neighbours, not the row count), and the
  * instruction-set paths below agree bit for bit.
  *
- * Overflow: no int32 sum spans more than one block. With the VNNI paths' unsigned activations
- * (q + 128, at most 255) a block's sum is at most 32 * 255 * 127 = 1,036,320 in magnitude (2^31 is
+ * Overflow: no int32 sum spans more than one block. With the VNNI paths' unsigned weights
+ * (w + 128, at most 255) a block's sum is at most 32 * 255 * 127 = 1,036,320 in magnitude (2^31 is
  * 2,147,483,648), and it converts to float exactly (below 2^24); so any input width is safe.
  *
  * Paths, by what the compiler targets (gemv.py builds for this CPU):
  * - 3: AVX-512 VNNI (+BW): 16 outputs per vector, `vpdpbusd` on zmm; 4 rows x 2 vectors a tile.
  * - 2: AVX-VNNI (or AVX-512 VNNI with VL but no zmm use): `vpdpbusd` on ymm, 8 outputs a vector.
- *   Both take unsigned activations u = q + 128 and start each block's sums at -128 * sum(w) over
- *   the block (the packed `bsum`), so the sum is q . w exactly.
+ *   `vpdpbusd` multiplies unsigned bytes by signed ones, so these paths pack the weights as w + 128
+ *   and start each block's sums at -128 * sum(q) over the block (one integer per row and block,
+ *   found while quantising): the sum is q . w exactly, and nothing but the int8 weights is read.
  * - 1: AVX2: `vpmaddubsw` of |w| and q signed by w (a pair is at most 2 * 127 * 127, no int16
- *   saturation), `vpmaddwd` to int32; signed activations, sums start at 0.
+ *   saturation), `vpmaddwd` to int32; signed weights, sums start at 0.
+ * Inputs are padded to a multiple of 4 (the last block may be shorter), outputs to TILE_OUT.
  * - 0: plain loops, correct and slow (the probe then keeps another kernel).
  */
 #include <math.h>
@@ -63,40 +65,32 @@
 #define MR 1
 #endif
 #define NV (TILE_OUT / VEC_OUT > 2 ? 2 : TILE_OUT / VEC_OUT) /* output vectors per register tile */
-#define UNSIGNED_INPUTS (VNNI_PATH >= 2)
+#define UNSIGNED_WEIGHTS (VNNI_PATH >= 2)
 
 static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 /* Which path this build runs (3, 2, 1 or 0, as above). */
 int ssdbench_vnni_i8_path(void) { return VNNI_PATH; }
 
-int64_t ssdbench_vnni_i8_packed_bytes(int64_t in, int64_t out) { return round_up(out, TILE_OUT) * round_up(in, QBLOCK); }
+int64_t ssdbench_vnni_i8_packed_bytes(int64_t in, int64_t out) { return round_up(out, TILE_OUT) * round_up(in, GROUP); }
 
-int64_t ssdbench_vnni_i8_bsum_count(int64_t in, int64_t out) { return round_up(out, TILE_OUT) * (round_up(in, QBLOCK) / QBLOCK); }
-
-/* w int8 [out, in] -> packed [out_p / 16][in_p / 4][16][4] (zeros past out and in) and bsum
- * [out_p / 16][blocks][16]: -128 * each block's weight sum, where the VNNI paths start their sums. */
-void ssdbench_vnni_i8_pack(const int8_t *restrict w, int8_t *restrict packed, int32_t *restrict bsum, int64_t in,
-                           int64_t out) {
-  const int64_t in_p = round_up(in, QBLOCK), out_p = round_up(out, TILE_OUT), groups = in_p / GROUP;
-  const int64_t blocks = in_p / QBLOCK;
-  memset(packed, 0, (size_t)(out_p * in_p));
-  memset(bsum, 0, (size_t)(out_p * blocks) * sizeof(int32_t));
+/* w int8 [out, in] -> packed [out_p / 16][in_p / 4][16][4], zeros past out and in; + 128 on the VNNI paths. */
+void ssdbench_vnni_i8_pack(const int8_t *restrict w, uint8_t *restrict packed, int64_t in, int64_t out) {
+  const int64_t in_p = round_up(in, GROUP), out_p = round_up(out, TILE_OUT), groups = in_p / GROUP;
+  const int32_t zero = UNSIGNED_WEIGHTS ? 128 : 0;
+  memset(packed, zero, (size_t)(out_p * in_p));
   for (int64_t o = 0; o < out; o++) {
     const int64_t line = o / LINE_OUT, n = o % LINE_OUT;
-    for (int64_t k = 0; k < in; k++) {
-      const int8_t v = w[o * in + k];
-      packed[((line * groups + k / GROUP) * LINE_OUT + n) * GROUP + k % GROUP] = v;
-      bsum[(line * blocks + k / QBLOCK) * LINE_OUT + n] -= 128 * (int32_t)v;
-    }
+    for (int64_t k = 0; k < in; k++)
+      packed[((line * groups + k / GROUP) * LINE_OUT + n) * GROUP + k % GROUP] = (uint8_t)(w[o * in + k] + zero);
   }
 }
 
-/* x [rows, in] -> q [rows, in_p] (the path's encoding: q + 128 unsigned on the VNNI paths, else q
- * signed; padding encodes 0) and dx [rows, blocks]. */
-static void quantize_rows(const float *x, uint8_t *q, float *dx, int64_t rows, int64_t in, int64_t in_p) {
-  const int64_t blocks = in_p / QBLOCK;
-  const int32_t zero = UNSIGNED_INPUTS ? 128 : 0;
+/* x [rows, in] -> q int8 [rows, in_p] (zeros past in), dx [rows, blocks] and, for the VNNI paths, qsum
+ * [rows, blocks]: -128 * each block's sum of q, where those paths start the block's sums. */
+static void quantize_rows(const float *x, int8_t *q, float *dx, int32_t *qsum, int64_t rows, int64_t in,
+                          int64_t in_p) {
+  const int64_t blocks = (in_p + QBLOCK - 1) / QBLOCK;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
@@ -106,11 +100,15 @@ static void quantize_rows(const float *x, uint8_t *q, float *dx, int64_t rows, i
         top = a > top ? a : top;
       }
       const float inv = top > 0.f ? 127.f / top : 0.f;
+      const int64_t end = lo + QBLOCK < in_p ? lo + QBLOCK : in_p;
+      int32_t sum = 0;
       dx[r * blocks + b] = top / 127.f;
-      for (int64_t i = lo; i < lo + QBLOCK; i++) {
+      for (int64_t i = lo; i < end; i++) {
         const int32_t v = i < hi ? (int32_t)rintf(x[r * in + i] * inv) : 0;
-        q[r * in_p + i] = (uint8_t)(v + zero);
+        q[r * in_p + i] = (int8_t)v;
+        sum += v;
       }
+      qsum[r * blocks + b] = -128 * sum;
     }
 }
 
@@ -127,7 +125,8 @@ typedef __m512 fvec;
 #define STORE_F(p, v) _mm512_storeu_ps(p, v)
 #define ZERO_I() _mm512_setzero_si512()
 #define ZERO_F() _mm512_setzero_ps()
-#define DOT4(acc, a4, w) _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(a4), w)
+#define SET1_I(v) _mm512_set1_epi32(v)
+#define DOT4(acc, a4, w) _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(a4)) /* unsigned w + 128, signed q */
 #else
 typedef __m256i ivec;
 typedef __m256 fvec;
@@ -140,10 +139,11 @@ typedef __m256 fvec;
 #define STORE_F(p, v) _mm256_storeu_ps(p, v)
 #define ZERO_I() _mm256_setzero_si256()
 #define ZERO_F() _mm256_setzero_ps()
+#define SET1_I(v) _mm256_set1_epi32(v)
 #if VNNI_PATH == 2 && defined(__AVXVNNI__)
-#define DOT4(acc, a4, w) _mm256_dpbusd_avx_epi32(acc, _mm256_set1_epi32(a4), w)
+#define DOT4(acc, a4, w) _mm256_dpbusd_avx_epi32(acc, w, _mm256_set1_epi32(a4))
 #elif VNNI_PATH == 2
-#define DOT4(acc, a4, w) _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(a4), w)
+#define DOT4(acc, a4, w) _mm256_dpbusd_epi32(acc, w, _mm256_set1_epi32(a4))
 #else
 /* acc + the 8 lanes' 4-product sums of q (signed) and w: |w| times q signed by w, pairs in int16. */
 static inline __m256i dot4_avx2(__m256i acc, int32_t a4, __m256i w) {
@@ -155,39 +155,38 @@ static inline __m256i dot4_avx2(__m256i acc, int32_t a4, __m256i w) {
 #endif
 #endif
 
-static inline int32_t four_bytes(const uint8_t *p) {
+static inline int32_t four_bytes(const int8_t *p) {
   int32_t v;
   memcpy(&v, p, sizeof v);
   return v;
 }
 
 /* The address of output vector v (VEC_OUT outputs from tile output o0 + v * VEC_OUT) at input group g. */
-static inline const int8_t *line_at(const int8_t *packed, int64_t groups, int64_t o, int64_t g) {
+static inline const uint8_t *line_at(const uint8_t *packed, int64_t groups, int64_t o, int64_t g) {
   return packed + ((o / LINE_OUT) * groups + g) * (LINE_OUT * GROUP) + (o % LINE_OUT) * GROUP;
 }
 
 /* nr rows (constant at each call site) x NV output vectors from output o0: acc[r][v], before s[o]. */
-static inline __attribute__((always_inline)) void tile_rows(const uint8_t *restrict q, const float *restrict dx,
-                                                            const int8_t *restrict packed,
-                                                            const int32_t *restrict bsum, int64_t in_p, int64_t o0,
+static inline __attribute__((always_inline)) void tile_rows(const int8_t *restrict q, const float *restrict dx,
+                                                            const int32_t *restrict qsum,
+                                                            const uint8_t *restrict packed, int64_t in_p, int64_t o0,
                                                             int nr, fvec acc[MR][NV]) {
-  const int64_t groups = in_p / GROUP, blocks = in_p / QBLOCK;
+  const int64_t groups = in_p / GROUP, blocks = (in_p + QBLOCK - 1) / QBLOCK;
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < NV; v++) acc[r][v] = ZERO_F();
   for (int64_t b = 0; b < blocks; b++) {
     ivec sums[MR][NV];
-    for (int v = 0; v < NV; v++) {
-      const int64_t o = o0 + v * VEC_OUT;
-#if UNSIGNED_INPUTS
-      const ivec start = LOAD_I(bsum + ((o / LINE_OUT) * blocks + b) * LINE_OUT + o % LINE_OUT);
+    for (int r = 0; r < nr; r++) {
+#if UNSIGNED_WEIGHTS
+      const ivec start = SET1_I(qsum[r * blocks + b]);
 #else
       const ivec start = ZERO_I();
-      (void)bsum;
-      (void)o;
+      (void)qsum;
 #endif
-      for (int r = 0; r < nr; r++) sums[r][v] = start;
+      for (int v = 0; v < NV; v++) sums[r][v] = start;
     }
-    for (int64_t g = b * (QBLOCK / GROUP); g < (b + 1) * (QBLOCK / GROUP); g++) {
+    const int64_t g_end = (b + 1) * (QBLOCK / GROUP) < groups ? (b + 1) * (QBLOCK / GROUP) : groups;
+    for (int64_t g = b * (QBLOCK / GROUP); g < g_end; g++) {
       ivec wv[NV];
       for (int v = 0; v < NV; v++) wv[v] = LOAD_I(line_at(packed, groups, o0 + v * VEC_OUT, g));
       for (int r = 0; r < nr; r++) {
@@ -222,10 +221,10 @@ static inline void store_outputs(fvec acc, const float *scales, const float *bia
   memcpy(y_row + o0, got, (size_t)n * sizeof(float));
 }
 
-static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, const int32_t *bsum,
+static void multiply(const int8_t *q, const float *dx, const int32_t *qsum, const uint8_t *packed,
                      const float *scales, const float *bias, float *y, int64_t rows, int64_t in_p, int64_t out,
                      int32_t threads) {
-  const int64_t blocks = in_p / QBLOCK, tiles = round_up(out, TILE_OUT) / TILE_OUT;
+  const int64_t blocks = (in_p + QBLOCK - 1) / QBLOCK, tiles = round_up(out, TILE_OUT) / TILE_OUT;
   const int64_t per_tile = TILE_OUT / (NV * VEC_OUT); /* register tiles across a task's outputs */
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t t = 0; t < tiles; t++)
@@ -235,17 +234,18 @@ static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, co
       for (int64_t r0 = 0; r0 < rows; r0 += MR) {
         const int nr = rows - r0 < MR ? (int)(rows - r0) : MR;
         fvec acc[MR][NV];
-        const uint8_t *qr = q + r0 * in_p;
+        const int8_t *qr = q + r0 * in_p;
         const float *dr = dx + r0 * blocks;
+        const int32_t *sr = qsum + r0 * blocks;
         switch (nr) { /* a constant row count per call: the tile stays in registers */
 #if MR >= 4
-          case 4: tile_rows(qr, dr, packed, bsum, in_p, o0, 4, acc); break;
+          case 4: tile_rows(qr, dr, sr, packed, in_p, o0, 4, acc); break;
 #endif
 #if MR >= 3
-          case 3: tile_rows(qr, dr, packed, bsum, in_p, o0, 3, acc); break;
+          case 3: tile_rows(qr, dr, sr, packed, in_p, o0, 3, acc); break;
 #endif
-          case 2: tile_rows(qr, dr, packed, bsum, in_p, o0, 2, acc); break;
-          default: tile_rows(qr, dr, packed, bsum, in_p, o0, 1, acc); break;
+          case 2: tile_rows(qr, dr, sr, packed, in_p, o0, 2, acc); break;
+          default: tile_rows(qr, dr, sr, packed, in_p, o0, 1, acc); break;
         }
         for (int r = 0; r < nr; r++)
           for (int v = 0; v < NV; v++) store_outputs(acc[r][v], scales, bias, y + (r0 + r) * out, o0 + v * VEC_OUT, out);
@@ -254,20 +254,20 @@ static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, co
 }
 #else
 /* The plain loops: the same integer block sums and the same float32 steps, one output at a time. */
-static void multiply(const uint8_t *q, const float *dx, const int8_t *packed, const int32_t *bsum,
+static void multiply(const int8_t *q, const float *dx, const int32_t *qsum, const uint8_t *packed,
                      const float *scales, const float *bias, float *y, int64_t rows, int64_t in_p, int64_t out,
                      int32_t threads) {
-  const int64_t groups = in_p / GROUP, blocks = in_p / QBLOCK;
-  (void)bsum;
+  const int64_t groups = in_p / GROUP, blocks = (in_p + QBLOCK - 1) / QBLOCK;
+  (void)qsum;
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t o = 0; o < out; o++)
     for (int64_t r = 0; r < rows; r++) {
       float acc = 0.f;
       for (int64_t b = 0; b < blocks; b++) {
         int32_t s = 0;
-        for (int64_t k = b * QBLOCK; k < (b + 1) * QBLOCK; k++) {
-          const int8_t wk = packed[(((o / LINE_OUT) * groups + k / GROUP) * LINE_OUT + o % LINE_OUT) * GROUP + k % GROUP];
-          s += (int32_t)(int8_t)q[r * in_p + k] * wk;
+        for (int64_t k = b * QBLOCK; k < (b + 1) * QBLOCK && k < in_p; k++) {
+          const int8_t wk = (int8_t)packed[(((o / LINE_OUT) * groups + k / GROUP) * LINE_OUT + o % LINE_OUT) * GROUP + k % GROUP];
+          s += (int32_t)q[r * in_p + k] * wk;
         }
         acc = fmaf((float)s, dx[r * blocks + b], acc);
       }
@@ -298,23 +298,26 @@ int64_t ssdbench_vnni_i8_peak(int64_t iterations, int32_t seed) {
 #endif
 }
 
-/* x [rows, in] float32; packed and bsum from ssdbench_vnni_i8_pack; scales [out]; bias [out] or NULL;
- * y [rows, out]. Returns 0, or -1 when scratch memory could not be had. */
-int ssdbench_vnni_i8(const float *restrict x, const int8_t *restrict packed, const int32_t *restrict bsum,
-                     const float *restrict scales, const float *restrict bias, float *restrict y, int64_t rows,
-                     int64_t in, int64_t out, int32_t threads) {
+/* x [rows, in] float32; packed from ssdbench_vnni_i8_pack; scales [out]; bias [out] or NULL; y [rows, out].
+ * Returns 0, or -1 when scratch memory could not be had. */
+int ssdbench_vnni_i8(const float *restrict x, const uint8_t *restrict packed, const float *restrict scales,
+                     const float *restrict bias, float *restrict y, int64_t rows, int64_t in, int64_t out,
+                     int32_t threads) {
   if (rows <= 0) return 0;
-  const int64_t in_p = round_up(in, QBLOCK);
-  uint8_t *q = malloc((size_t)(rows * in_p));
-  float *dx = malloc((size_t)(rows * (in_p / QBLOCK)) * sizeof(float));
-  if (!q || !dx) {
-    free(q);
-    free(dx);
-    return -1;
+  const int64_t in_p = round_up(in, GROUP), blocks = (in_p + QBLOCK - 1) / QBLOCK;
+  int8_t *q = malloc((size_t)(rows * in_p));
+  float *dx = malloc((size_t)(rows * blocks) * sizeof(float));
+  int32_t *qsum = malloc((size_t)(rows * blocks) * sizeof(int32_t));
+  int status = 0;
+  if (!q || !dx || !qsum) {
+    status = -1;
+    goto done;
   }
-  quantize_rows(x, q, dx, rows, in, in_p);
-  multiply(q, dx, packed, bsum, scales, bias, y, rows, in_p, out, threads);
+  quantize_rows(x, q, dx, qsum, rows, in, in_p);
+  multiply(q, dx, qsum, packed, scales, bias, y, rows, in_p, out, threads);
+done:
   free(q);
   free(dx);
-  return 0;
+  free(qsum);
+  return status;
 }

@@ -36,14 +36,13 @@ class Int8VnniLinear:
 
         if (reason := gemv_i8_unavailable_reason(device)) is not None:  # built without AVX2 it runs its plain
             raise RuntimeError(f"int8 vnni kernel unavailable: {reason}")
-        packed_bytes, bsum_count, pack, self._fn = vnni_i8_functions()
+        packed_bytes, pack, self._fn = vnni_i8_functions()
         self.path = vnni_i8_path()
         q, scales = quantized or quantize_int8(weight)
         q = q.contiguous()  # [out, in]
         self.out_features, self.in_features = q.shape
-        self.packed = torch.empty(packed_bytes(self.in_features, self.out_features), dtype=torch.int8)  # lines
-        self.bsum = torch.empty(bsum_count(self.in_features, self.out_features), dtype=torch.int32)  # blocks
-        pack(q.data_ptr(), self.packed.data_ptr(), self.bsum.data_ptr(), self.in_features, self.out_features)
+        self.packed = torch.empty(packed_bytes(self.in_features, self.out_features), dtype=torch.uint8)  # lines
+        pack(q.data_ptr(), self.packed.data_ptr(), self.in_features, self.out_features)
         self.scales = scales.float().contiguous()  # [out]
         self.bias = None if bias is None else bias.float().contiguous()  # [out]
         self._bias_ptr = None if self.bias is None else self.bias.data_ptr()
@@ -55,19 +54,17 @@ class Int8VnniLinear:
             return self(x.float()).to(x.dtype)
         x = x.contiguous()
         y = torch.empty(*x.shape[:-1], self.out_features, dtype=torch.float32)  # [..., out]
-        status = self._fn(x.data_ptr(), self.packed.data_ptr(), self.bsum.data_ptr(), self.scales.data_ptr(),
-                          self._bias_ptr, y.data_ptr(), x.numel() // self.in_features, self.in_features,
-                          self.out_features, torch.get_num_threads())
+        status = self._fn(x.data_ptr(), self.packed.data_ptr(), self.scales.data_ptr(), self._bias_ptr, y.data_ptr(),
+                          x.numel() // self.in_features, self.in_features, self.out_features, torch.get_num_threads())
         if status != 0:
             raise MemoryError("vnni_i8.c could not allocate its scratch memory")
         return y
 
     @property
     def gemv_pointers(self) -> tuple:
-        """(packed weights, scales, bias, in, out, 3: vnni_i8.c, block sums) for kernels/decode_layer.c."""
+        """(packed weights, scales, bias, in, out, 3: vnni_i8.c) for kernels/decode_layer.c."""
         return (self.packed.data_ptr(), self.scales.data_ptr(), self._bias_ptr, self.in_features, self.out_features,
-                VNNI_KIND, self.bsum.data_ptr())
+                VNNI_KIND)
 
     def nbytes(self) -> int:
-        return (self.packed.numel() + 4 * self.bsum.numel() + 4 * self.scales.numel()
-                + (0 if self.bias is None else 4 * self.bias.numel()))
+        return self.packed.numel() + 4 * self.scales.numel() + (0 if self.bias is None else 4 * self.bias.numel())

@@ -19,10 +19,11 @@ import torch
 from ssdbench.kernels.gemv import VNNI_PATHS, library
 
 PEAK_ITERATIONS = 2_000_000
-# The instructions each kernel multiplies with, for its compute floor; kernels not listed (AMX tiles, the
-# library GEMMs) get the bandwidth floor alone, as their peak is not measured here.
+# The instructions each kernel multiplies with, for its compute floor; kernels not listed (the library's
+# int8 GEMMs: bf16, fbgemm, onednn, ...) get the bandwidth floor alone, as their peak is not measured here.
 F32_KERNELS = ("gemv", "packed_f32", "matmul", "onednn")
 INT8_DOT_KERNELS = ("int8_vnni", "int8_dot")
+TILE_DIGITS = 2  # int8_tiles multiplies each input row as two 8-bit digits: twice the multiply-adds
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,14 @@ class Rates:
     f32_macs_per_s: float
     int8_macs_per_s: float
     int8_path: str  # the instruction path int8_macs_per_s was measured on (kernels/vnni_i8.c)
+    tiles_macs_per_s: float = 0.0  # AMX's (0: no tiles here)
 
     def floor_ms(self, weight_bytes: int, macs: int, kernel: str) -> tuple[float, str]:
         """(floor ms, what sets it: 'bandwidth' or 'compute') for a step reading `weight_bytes` and doing `macs`."""
         memory = weight_bytes / self.read_bytes_per_s * 1e3
         peak = (self.f32_macs_per_s if kernel in F32_KERNELS
-                else self.int8_macs_per_s if kernel in INT8_DOT_KERNELS else None)
+                else self.int8_macs_per_s if kernel in INT8_DOT_KERNELS
+                else self.tiles_macs_per_s / TILE_DIGITS if kernel == "int8_tiles" else None)
         compute = macs / peak * 1e3 if peak else 0.0
         return (memory, "bandwidth") if memory >= compute else (compute, "compute")
 
@@ -70,4 +73,5 @@ def measure_rates(weight_bytes: int) -> Rates:
     lib = library()
     f32 = _peak(lambda: lib.ssdbench_f32_peak(PEAK_ITERATIONS, 0.999))
     int8 = _peak(lambda: lib.ssdbench_vnni_i8_peak(PEAK_ITERATIONS, 3))
-    return Rates(read_bandwidth(weight_bytes), f32, int8, VNNI_PATHS[lib.ssdbench_vnni_i8_path()])
+    tiles = _peak(lambda: lib.ssdbench_tiles_i8_peak(PEAK_ITERATIONS // 20)) if lib.ssdbench_tiles_i8_ready() else 0.0
+    return Rates(read_bandwidth(weight_bytes), f32, int8, VNNI_PATHS[lib.ssdbench_vnni_i8_path()], tiles)
