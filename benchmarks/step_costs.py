@@ -5,7 +5,7 @@ catch-up chunk and ssd's masked tree steps of 1..16 branches, and both prefills.
     .venv/bin/python benchmarks/step_costs.py [--core 0] [--context 200] [--repeats 15] [--int8-kernel NAME]
 
 Prints one line per step: median ms, its ratio to the role's one-token step, the kernel that ran that
-many rows, and the step's floor on this core (ssdbench/profiling/floors.py: the projections' weight
+many rows, and the step's floor on this core (kernels/floors.py: the projections' weight
 bytes over the read bandwidth measured here, or their multiply-adds over the core's measured peak for
 that kernel's instructions, whichever is larger) with the ratio to it; then one JSON line.
 `--int8-kernel` / `--linear-kernel` pin the draft's / target's kernel, so one machine times every
@@ -21,7 +21,7 @@ import torch
 
 from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.llama import build_native_model, projection_shapes
-from ssdbench.profiling.floors import Rates, measure_rates
+from ssdbench.kernels.floors import Rates, measure_rates
 from ssdbench.models.source import resolve_model
 from ssdbench.models.weights import load_config, load_state_dict
 from ssdbench.profiling.environment import cpu_model

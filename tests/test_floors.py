@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ssdbench.kernels.gemv import gemv_unavailable_reason
-from ssdbench.profiling.floors import Rates, measure_rates
+from ssdbench.kernels.floors import Rates, measure_rates
 
 RATES = Rates(read_bytes_per_s=10e9, f32_macs_per_s=50e9, int8_macs_per_s=200e9, int8_path="avx2",
               tiles_macs_per_s=1000e9)
