@@ -35,20 +35,17 @@ def good_events(model: str = "m") -> list[dict]:
 
 class Misbehaving(CannedStream):
     models: object = MODELS  # the JSON /v1/models answers with
-    metrics: list[str] | None = None  # /metrics texts in turn (the last one repeats); None: 404
+    metrics = None  # /metrics text as a function of the POSTs served so far; None: 404
     good: bytes = sse(good_events())
     bad: bytes | None = None  # the answer to the first measured request
     posts = 0
-    metric_reads = 0
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
         cls = type(self)
         if self.path == "/v1/models":
             self.reply(200, "application/json", json.dumps(cls.models).encode())
         elif self.path == "/metrics" and cls.metrics is not None:
-            text = cls.metrics[min(cls.metric_reads, len(cls.metrics) - 1)]
-            cls.metric_reads += 1
-            self.reply(200, "text/plain; version=0.0.4", text.encode())
+            self.reply(200, "text/plain; version=0.0.4", cls.metrics(cls.posts).encode())
         else:
             self.reply(404, "application/json", b'{"error": {"message": "no such route"}}')
 
@@ -74,7 +71,7 @@ class Outcome:
 
 def run_against(tmp_path: Path, *args: str, **answers) -> Outcome:
     """`ssdbench run` against a Misbehaving server given `answers` (class attributes) for this run."""
-    handler = type("Answers", (Misbehaving,), {"posts": 0, "metric_reads": 0, **answers})
+    handler = type("Answers", (Misbehaving,), {"posts": 0, **answers})
     out = tmp_path / "run"
     with serving(handler) as url:
         result = subprocess.run([*CLI, "run", "--methods", "none", *SMALL, "--endpoint", f"f={url}", "--out", str(out),

@@ -96,7 +96,7 @@ def test_counters_that_never_catch_up_are_refused(url):
     finally:
         LaggingCounters.lag_reads = 2
     assert row["acceptance_source"] is None and row["verify_steps"] is None
-    assert row["acceptance_note"] == (f"/metrics refused: the counters had counted 0 of this request's {TOKENS} "
+    assert row["acceptance_note"] == (f"/metrics (vllm:spec_decode_*) refused: the counters had counted 0 of this request's {TOKENS} "
                                       "tokens when read")
 
 
