@@ -1,6 +1,6 @@
 """/metrics counters that are no counts, through `ssdbench run` in a subprocess against a server on 127.0.0.1
 with llama-server's counter names: NaN and +Inf (which crashed the run with `internal error` before, issue
-32), negative values, a counter that goes down, a draft position far past any draft. The requests are kept;
+32), negative values, a counter that goes down, a draft position far past any draft, more accepted than drafted. The requests are kept;
 the counters are refused, and why, naming the engine's counters, is in endpoints.acceptance_note."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def counting(posts: int) -> tuple[int, int, int, int]:
     (lambda posts: llama_metrics(100 + 3 * posts, -4, 2, 2), "llamacpp:spec_decode_num_draft_tokens is -4, not a count"),
     (lambda posts: llama_metrics(*counting(posts)[:3], 50 - posts),
      "llamacpp:spec_decode_num_drafts went down from 49 to 48 (the server restarted or reset its counters)"),
+    (lambda posts: llama_metrics(100 + 3 * posts, 2 * posts, 3 * posts, posts), "3 accepted of 2 drafted tokens"),
     (lambda posts: llama_metrics(*counting(posts), position="99999999999"),
      'llamacpp:spec_decode_num_accepted_tokens_per_pos{position="99999999999"} is past the 256 draft positions read'),
 ])

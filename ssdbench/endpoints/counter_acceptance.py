@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ssdbench.endpoints.acceptance import Acceptance
+from ssdbench.endpoints.consistency import contradictions
 from ssdbench.endpoints.prometheus import CounterNames, SpecCounters
 
 
@@ -46,9 +47,13 @@ def counted(before: SpecCounters, after: SpecCounters,
                                 round(after.accepted - before.accepted), round(after.drafts - before.drafts))
     if drafted == 0 and steps == 0:
         return None, None
-    return Acceptance(names.source, draft_tokens=drafted, accepted_tokens=accepted, verify_steps=steps,
-                      acceptance_length=(accepted + steps) / steps if steps else None,
-                      accepted_per_position=_position_difference(before, after)), None
+    reading = Acceptance(names.source, draft_tokens=drafted, accepted_tokens=accepted, verify_steps=steps,
+                         acceptance_length=(accepted + steps) / steps if steps else None,
+                         accepted_per_position=_position_difference(before, after))
+    problems = contradictions(reading)
+    if problems:
+        return None, f"{_counters(names)} refused: " + "; ".join(problems)
+    return reading, None
 
 
 def _counters(names: CounterNames) -> str:
@@ -85,6 +90,8 @@ def joined(own: Acceptance | None, from_counters: Acceptance | None,
     """The request's acceptance as recorded, and a note where the counters were refused or disagreed."""
     if own is None:
         return from_counters, note
+    if own.invalid is not None:  # the response's own figures stand as invalid: the counters do not mend them
+        return own, note if from_counters is None else "/metrics not joined: the response's own figures are invalid"
     if own.verify_steps is not None or from_counters is None:
         return own, note if own.verify_steps is None else None
     if (own.draft_tokens, own.accepted_tokens) != (from_counters.draft_tokens, from_counters.accepted_tokens):

@@ -74,6 +74,7 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "accepted_per_position": list(acceptance.accepted_per_position)
         if acceptance and acceptance.accepted_per_position else None,
         "acceptance_note": completion.acceptance_note,
+        "acceptance_invalid": acceptance and acceptance.invalid,
     })
 
 
@@ -94,6 +95,6 @@ def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurren
                            "server_prompt_tokens",
                            "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
                            "verify_steps", "acceptance_length", "accepted_per_step",
-                           "accepted_per_position", "acceptance_note"))
+                           "accepted_per_position", "acceptance_note", "acceptance_invalid"))
     append(recorder.endpoints, {**key_columns(recorder, key), "concurrency": concurrency, "status": "failed",
                                 "error": error, "url": url, "t_start_ns": t_start_ns, **nulls})

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ssdbench.endpoints import sse
 from ssdbench.endpoints.acceptance import Acceptance, detect
+from ssdbench.endpoints.consistency import checked
 from ssdbench.endpoints.fields import (MalformedAnswer, as_object, count_or_none, optional_list, optional_object,
                                        optional_text, token_ids)
 from ssdbench.endpoints.http import RequestFailed, open_connection, send
@@ -116,7 +117,7 @@ def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | 
         completion.end_ns = time.perf_counter_ns()
     finally:
         conn.close()
-    completion.acceptance = detect(seen)
+    completion.acceptance = checked(detect(seen))
     if completion.finish_reason is None:
         raise RequestFailed(f"{url} ended its stream without a finish reason")
     return completion

@@ -159,6 +159,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            "(position 0 first), where the engine counts them (the /metrics per-position counters)", nullable=True),
         _c("acceptance_note", _STR, "why the /metrics counters were not used for this request (other traffic "
            "moved them, unreadable, disagreeing), where they were read; null otherwise", nullable=True),
+        _c("acceptance_invalid", _STR, "why the engine's speculation figures cannot be true (a wrong type, accepted "
+           "above drafted, per-step counts unlike the steps, a NaN mean): then every figure column is null; null "
+           "when they were valid or absent", nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),
