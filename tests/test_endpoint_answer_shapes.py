@@ -64,3 +64,18 @@ def test_a_models_listing_of_the_wrong_shape_is_refused_before_the_run(tmp_path,
     assert outcome.returncode == 2 and outcome.endpoints is None
     assert outcome.last_error.startswith("error: endpoint f: http://127.0.0.1:")
     assert outcome.last_error.endswith(f"/v1/models: {reason}")
+
+
+def test_answers_naming_another_model_are_warned_of_and_recorded(tmp_path):
+    other = sse(good_events(model="gpt-4-totally-different"))
+    outcome = run_against(tmp_path, good=other)
+    assert outcome.returncode == 0 and "f@endpoint-c1: 2/2 requests ok" in outcome.stdout
+    assert outcome.stdout.count("warning: f@endpoint-c1: the server answered as model 'gpt-4-totally-different' "
+                                "where 'm' was asked for (2/2 requests); both are recorded") == 1
+    assert [(r["model"], r["model_asked"]) for r in outcome.rows] == [("gpt-4-totally-different", "m")] * 2
+
+
+def test_answers_naming_the_model_asked_for_warn_of_nothing(tmp_path):
+    outcome = run_against(tmp_path)
+    assert outcome.returncode == 0 and "warning" not in outcome.stdout
+    assert [(r["model"], r["model_asked"]) for r in outcome.rows] == [("m", "m")] * 2

@@ -51,7 +51,8 @@ class Completion:
     chunks: list[Chunk] = field(default_factory=list)  # chunks that carry output (text or ids)
     finish_reason: str | None = None
     usage: dict | None = None
-    model: str | None = None
+    model: str | None = None  # the name the answers gave: the first unlike `model_asked` where one differs
+    model_asked: str | None = None
     acceptance: Acceptance | None = None
     acceptance_note: str | None = None  # why /metrics counters were not used, where they were refused
 
@@ -106,7 +107,7 @@ def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | 
     deadline_ns = start_ns + int(timeout_s * 1e9)
     try:
         response = send(conn, "POST", url, path, body=body, api_key=api_key, streaming=True)
-        completion = Completion(start_ns=start_ns, end_ns=start_ns)
+        completion = Completion(start_ns=start_ns, end_ns=start_ns, model_asked=body.get("model"))
         seen: list[dict] = []
         for t_ns, event in sse.events(response, url, deadline_ns=deadline_ns):
             try:
@@ -125,7 +126,9 @@ def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | 
 
 def _take_event(completion: Completion, event: dict, t_ns: int) -> None:
     """One event's fields, each checked as it is read: a wrong shape fails the request (MalformedAnswer)."""
-    completion.model = optional_text(event.get("model"), "model") or completion.model
+    named = optional_text(event.get("model"), "model")
+    if named and completion.model in (None, completion.model_asked):  # a name unlike the asked one is kept
+        completion.model = named
     usage = optional_object(event.get("usage"), "usage")
     if usage is not None:
         for name in ("prompt_tokens", "completion_tokens"):

@@ -112,3 +112,21 @@ def prompt_token_warnings(endpoints: pd.DataFrame, requests: pd.DataFrame) -> li
                      "requests differ): it templated the prompt differently; both counts are recorded "
                      "(endpoints.server_prompt_tokens, requests.prompt_tokens)")
     return lines
+
+
+def model_warnings(endpoints: pd.DataFrame) -> list[str]:
+    """One line per endpoint variant whose answers named another model than the one asked for: a proxy or
+    router may have sent the requests elsewhere, so they may not measure the model listed."""
+    if endpoints.empty or "model_asked" not in endpoints:
+        return []
+    named = endpoints[(endpoints["status"] == "ok") & endpoints["model"].notna() & endpoints["model_asked"].notna()]
+    lines = []
+    for (method, engine), group in named.groupby(["method", "engine"], sort=False):
+        differing = group[group["model"] != group["model_asked"]]
+        if differing.empty:
+            continue
+        first = differing.iloc[0]
+        lines.append(f"warning: {method}@{engine}: the server answered as model '{first['model']}' where "
+                     f"'{first['model_asked']}' was asked for ({len(differing)}/{len(group)} requests); both are "
+                     "recorded (endpoints.model, endpoints.model_asked)")
+    return lines
