@@ -1,7 +1,8 @@
 """/metrics counters that are no counts, through `ssdbench run` in a subprocess against a server on 127.0.0.1
 with llama-server's counter names: NaN and +Inf (which crashed the run with `internal error` before, issue
-32), negative values, a counter that goes down, a draft position far past any draft, more accepted than drafted. The requests are kept;
-the counters are refused, and why, naming the engine's counters, is in endpoints.acceptance_note."""
+32), negative values, a counter that goes down, a draft position far past any draft, more accepted than
+drafted. The requests are kept; the counters are refused, and why, naming the engine's counters, is in
+endpoints.acceptance_note."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def llama_metrics(generated, drafted, accepted, drafts, position: str = "0") -> 
     return "\n".join([
         "# TYPE llamacpp:tokens_predicted_total counter", f"llamacpp:tokens_predicted_total {generated}",
         f"llamacpp:spec_decode_num_draft_tokens_total {drafted}",
-        f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}", f"llamacpp:spec_decode_num_drafts_total {drafts}",
+        f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}",
+        f"llamacpp:spec_decode_num_drafts_total {drafts}",
         f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{position}"}} {accepted}']) + "\n"
 
 
@@ -27,9 +29,11 @@ def counting(posts: int) -> tuple[int, int, int, int]:
 
 
 @pytest.mark.parametrize("metrics, why", [
-    (lambda posts: llama_metrics(100 + 3 * posts, "NaN", "NaN", 5), "llamacpp:spec_decode_num_draft_tokens is nan, not a count"),
+    (lambda posts: llama_metrics(100 + 3 * posts, "NaN", "NaN", 5),
+     "llamacpp:spec_decode_num_draft_tokens is nan, not a count"),
     (lambda posts: llama_metrics("+Inf", 4, 2, 2), "llamacpp:tokens_predicted is inf, not a count"),
-    (lambda posts: llama_metrics(100 + 3 * posts, -4, 2, 2), "llamacpp:spec_decode_num_draft_tokens is -4, not a count"),
+    (lambda posts: llama_metrics(100 + 3 * posts, -4, 2, 2),
+     "llamacpp:spec_decode_num_draft_tokens is -4, not a count"),
     (lambda posts: llama_metrics(*counting(posts)[:3], 50 - posts),
      "llamacpp:spec_decode_num_drafts went down from 49 to 48 (the server restarted or reset its counters)"),
     (lambda posts: llama_metrics(100 + 3 * posts, 2 * posts, 3 * posts, posts), "3 accepted of 2 drafted tokens"),

@@ -35,7 +35,8 @@ TRUE = dict(num_spec_steps=2, num_draft_tokens=4, num_accepted_draft_tokens=2, m
     (vllm(**ISSUE_CASE, mean_acceptance_length=math.nan),
      "metrics.speculative_decoding.mean_acceptance_length: expected a finite number, got float NaN"),
     (vllm(**ISSUE_CASE, mean_acceptance_length=4.0),
-     "9 accepted of 5 drafted tokens; 5 drafted tokens in 0 verify steps; 3 per-step accepted counts for 0 verify steps"),
+     "9 accepted of 5 drafted tokens; 5 drafted tokens in 0 verify steps; "
+     "3 per-step accepted counts for 0 verify steps"),
     (vllm(**{**TRUE, "mean_acceptance_length": 3.5}), "mean acceptance length 3.5 where 2 accepted in 2 steps make 2"),
     (vllm(**{**TRUE, "per_step_drafted": [2, 0]}),
      "per-step drafted counts sum to 2, not the 4 drafted; a step accepted more drafts than it drafted"),

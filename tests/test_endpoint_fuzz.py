@@ -20,7 +20,6 @@ from endpoint_fuzz_cases import STREAMS, dumped, metrics, models, mutated, mutat
 from misbehaving_server import CLI, SMALL
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import DecodeSettings, Workload
-from ssdbench.endpoints.http import RequestFailed
 from ssdbench.endpoints.preflight import EndpointError, probe
 from ssdbench.endpoints.runner import EndpointRun, EndpointRunner, EndpointVariant
 from ssdbench.endpoints.spec import Endpoint, EndpointPlan
@@ -123,9 +122,9 @@ def test_fuzzed_streams_fail_or_are_recorded(server, tmp_path):
         answer(streams=[body])
         try:
             seen.add(outcome(one_request(server, tmp_path, case, api)))
-        except (AssertionError, RequestFailed):
+        except AssertionError:
             raise
-        except Exception as err:  # an internal error: show the case that made it
+        except Exception as err:  # what the CLI would print as an internal error: show the case that made it
             pytest.fail(f"case {case} ({name}): {type(err).__name__}: {err}\n{body[:2000]!r}")
     assert seen == {"ok", "failed", "invalid figures"}  # the cases reach every outcome
 

@@ -58,7 +58,8 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
     })
     append(recorder.endpoints, {
         **key_columns(recorder, key), "concurrency": concurrency, "status": "ok", "error": None, "url": url,
-        "model": completion.model, "model_asked": completion.model_asked, "t_start_ns": t_start_ns, "text": completion.text,
+        "model": completion.model, "model_asked": completion.model_asked,
+        "t_start_ns": t_start_ns, "text": completion.text,
         "server_finish_reason": completion.finish_reason, "token_source": source,
         "completion_tokens": int(counted) if isinstance(counted, int) else None,
         "server_prompt_tokens": completion.server_prompt_tokens,

@@ -50,7 +50,7 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
             "no_length_notes": sorted({NO_STEPS_NOTES.get(engine_of(s), f"{s} counts no verify steps")
                                        for s in no_length}),
             "tokens_per_chunk": float(sum(chunk_tokens) / len(chunk_tokens)) if chunk_tokens else None,
-            "invalid": [(s, why) for s, why in zip(ok["acceptance_source"][is_invalid], ok["acceptance_invalid"][is_invalid])],
+            "invalid": list(zip(ok["acceptance_source"][is_invalid], ok["acceptance_invalid"][is_invalid])),
         })
     return rows
 
