@@ -96,8 +96,8 @@ def test_counters_that_never_catch_up_are_refused(url):
     finally:
         LaggingCounters.lag_reads = 2
     assert row["acceptance_source"] is None and row["verify_steps"] is None
-    assert row["acceptance_note"] == (f"/metrics refused: the counters had counted 0 of this request's {TOKENS} "
-                                      "tokens when read")
+    assert row["acceptance_note"] == ("/metrics (vllm:spec_decode_*) refused: the counters had counted 0 of this "
+                                      f"request's {TOKENS} tokens when read")
 
 
 def test_other_traffic_is_refused_and_concurrency_above_1_reads_nothing(url):

@@ -102,7 +102,7 @@ def test_another_request_running_meanwhile_is_refused(metered, prompt_ids):
     assert beside and beside[0].finish_reason == "length"
     reading, note = counted(before, after, done.usage["completion_tokens"])
     assert reading is None
-    assert note.startswith("/metrics refused: other traffic moved the counters")
+    assert note.startswith("/metrics (llamacpp:spec_decode_*) refused: other traffic moved the counters")
 
 
 def processing(endpoint) -> float:

@@ -19,8 +19,11 @@ an `Acceptance`, or None when the object does not carry its engine's fields. Sha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from ssdbench.endpoints.fields import COUNT_MAX, describe, is_count
 
 LLAMA_CPP = "llama.cpp timings.draft_n"
 VLLM = "vllm metrics.speculative_decoding"
@@ -39,6 +42,7 @@ class Acceptance:
     accepted_per_step: tuple[int, ...] | None = None  # per verify step, where the engine gives it
     accepted_per_position: tuple[int, ...] | None = None  # accepted at draft position i, summed over steps
     drafted_per_step: tuple[int, ...] | None = None  # drafts proposed per verify step, where the engine gives it
+    invalid: str | None = None  # why the engine's figures cannot be true (then all of them are None)
 
     @property
     def rate(self) -> float | None:
@@ -47,12 +51,24 @@ class Acceptance:
         return None
 
 
-def _int(value) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+class BadFigure(ValueError):
+    """A speculation figure of the wrong type or range: the request stands, its figures are invalid."""
 
 
-def _float(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _int(value, where: str) -> int | None:
+    if value is None:
+        return None
+    if not is_count(value):
+        raise BadFigure(f"{where}: expected a whole number from 0 to {COUNT_MAX}, got {describe(value)}")
+    return int(value)
+
+
+def _float(value, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadFigure(f"{where}: expected a finite number, got {describe(value)}")
+    return float(value)
 
 
 def _dict(value) -> dict:
@@ -63,57 +79,80 @@ def from_llama_cpp(event: dict) -> Acceptance | None:
     timings = _dict(event.get("timings"))
     if "draft_n" not in timings:
         return None
-    return Acceptance(LLAMA_CPP, draft_tokens=_int(timings["draft_n"]),
-                      accepted_tokens=_int(timings.get("draft_n_accepted")))
+    return Acceptance(LLAMA_CPP, draft_tokens=_int(timings["draft_n"], "timings.draft_n"),
+                      accepted_tokens=_int(timings.get("draft_n_accepted"), "timings.draft_n_accepted"))
 
 
 def from_vllm(event: dict) -> Acceptance | None:
     spec = _dict(_dict(event.get("metrics")).get("speculative_decoding"))
     if not spec:
         return None
-    return Acceptance(VLLM, draft_tokens=_int(spec.get("num_draft_tokens")),
-                      accepted_tokens=_int(spec.get("num_accepted_draft_tokens")),
-                      verify_steps=_int(spec.get("num_spec_steps")),
-                      acceptance_length=_float(spec.get("mean_acceptance_length")),
-                      accepted_per_step=_counts(spec.get("per_step_accepted")),
-                      drafted_per_step=_counts(spec.get("per_step_drafted")))
+    where = "metrics.speculative_decoding."
+    return Acceptance(VLLM, draft_tokens=_int(spec.get("num_draft_tokens"), where + "num_draft_tokens"),
+                      accepted_tokens=_int(spec.get("num_accepted_draft_tokens"), where + "num_accepted_draft_tokens"),
+                      verify_steps=_int(spec.get("num_spec_steps"), where + "num_spec_steps"),
+                      acceptance_length=_float(spec.get("mean_acceptance_length"), where + "mean_acceptance_length"),
+                      accepted_per_step=_counts(spec.get("per_step_accepted"), where + "per_step_accepted"),
+                      drafted_per_step=_counts(spec.get("per_step_drafted"), where + "per_step_drafted"))
 
 
-def _counts(value) -> tuple[int, ...] | None:
-    """A per-step array of non-negative whole counts, or None where it is absent or not one."""
-    if not isinstance(value, list) or not all(_int(v) is not None and v >= 0 and v == int(v) for v in value):
+def _counts(value, where: str) -> tuple[int, ...] | None:
+    """A per-step array of counts, or None where it is absent."""
+    if value is None:
         return None
-    return tuple(int(v) for v in value)
+    if not isinstance(value, list):
+        raise BadFigure(f"{where}: expected a list of counts, got {describe(value)}")
+    for i, item in enumerate(value):
+        if not is_count(item):
+            raise BadFigure(f"{where}[{i}]: expected a whole number from 0 to {COUNT_MAX}, got {describe(item)}")
+    return tuple(int(item) for item in value)
 
 
-def _sglang(details: dict, source: str) -> Acceptance | None:
+def _sglang(details: dict, source: str, where: str) -> Acceptance | None:
     if "spec_verify_ct" not in details:
         return None
-    steps = _int(details["spec_verify_ct"])
-    length = _float(details.get("spec_accept_length"))
-    return Acceptance(source, draft_tokens=_int(details.get("spec_num_proposed_drafts")),
-                      accepted_tokens=_int(details.get("spec_num_correct_drafts")), verify_steps=steps,
-                      acceptance_length=length if steps else None)
+    steps = _int(details["spec_verify_ct"], where + "spec_verify_ct")
+    length = _float(details.get("spec_accept_length"), where + "spec_accept_length")
+    return Acceptance(source, draft_tokens=_int(details.get("spec_num_proposed_drafts"),
+                                                where + "spec_num_proposed_drafts"),
+                      accepted_tokens=_int(details.get("spec_num_correct_drafts"), where + "spec_num_correct_drafts"),
+                      verify_steps=steps, acceptance_length=length if steps else None)
 
 
 def from_sglang_ext(event: dict) -> Acceptance | None:
-    return _sglang(_dict(_dict(event.get("sglext")).get("spec_tokens_details")), SGLANG_EXT)
+    return _sglang(_dict(_dict(event.get("sglext")).get("spec_tokens_details")), SGLANG_EXT,
+                   "sglext.spec_tokens_details.")
 
 
 def from_sglang_meta(event: dict) -> Acceptance | None:
-    return _sglang(_dict(event.get("meta_info")), SGLANG_META)
+    return _sglang(_dict(event.get("meta_info")), SGLANG_META, "meta_info.")
 
 
 def from_trtllm(event: dict) -> Acceptance | None:
-    for choice in event.get("choices") or ():
-        value = _float(_dict(choice).get("avg_decoded_tokens_per_iter"))
+    choices = event.get("choices")
+    for n, choice in enumerate(choices if isinstance(choices, list) else ()):
+        value = _dict(choice).get("avg_decoded_tokens_per_iter")
         if value is not None:
-            return Acceptance(TRTLLM, acceptance_length=value)
+            return Acceptance(TRTLLM, acceptance_length=_float(value, f"choices[{n}].avg_decoded_tokens_per_iter"))
     return None
 
 
-PARSERS: tuple[Callable[[dict], Acceptance | None], ...] = (
-    from_vllm, from_sglang_ext, from_sglang_meta, from_trtllm, from_llama_cpp)
+PARSERS: tuple[tuple[str, Callable[[dict], Acceptance | None]], ...] = (
+    (VLLM, from_vllm), (SGLANG_EXT, from_sglang_ext), (SGLANG_META, from_sglang_meta), (TRTLLM, from_trtllm),
+    (LLAMA_CPP, from_llama_cpp))
+
+
+def read(event: dict) -> Acceptance | None:
+    """The first engine's figures the event carries; a figure of the wrong type or range makes them invalid
+    (the request stands). Whether they agree with one another is `consistency`'s to check."""
+    for source, parse in PARSERS:
+        try:
+            reading = parse(event)
+        except BadFigure as err:
+            return Acceptance(source, invalid=str(err))
+        if reading is not None:
+            return reading
+    return None
 
 
 def detect(events: Iterable[dict]) -> Acceptance | None:
@@ -121,9 +160,5 @@ def detect(events: Iterable[dict]) -> Acceptance | None:
     for the request so far, so the last one is the whole request's)."""
     found = None
     for event in events:
-        for parse in PARSERS:
-            reading = parse(event)
-            if reading is not None:
-                found = reading
-                break
+        found = read(event) or found
     return found

@@ -18,7 +18,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ssdbench.endpoints.acceptance import Acceptance
-from ssdbench.endpoints.prometheus import SpecCounters
+from ssdbench.endpoints.consistency import contradictions
+from ssdbench.endpoints.prometheus import CounterNames, SpecCounters
+
+
+EXACT_BELOW = 2.0**53  # a double holds every whole number below this; past it, a difference may be off
 
 
 def counted(before: SpecCounters, after: SpecCounters,
@@ -28,24 +32,50 @@ def counted(before: SpecCounters, after: SpecCounters,
     No speculation in the request (draft counters unmoved) is (None, None): nothing to record."""
     names = after.names
     if completion_tokens is None:
-        return None, "/metrics not used: the server counted no completion tokens to check its counters against"
-    largest = max(after.generated, after.draft_tokens, after.accepted, after.drafts)
-    if largest >= names.exact_below:
-        return None, f"/metrics refused: its counters passed {names.exact_below:.0e}, where the server rounds them"
+        return None, f"{_counters(names)} not used: the server counted no completion tokens to check them against"
+    problem = _unusable(before, after)
+    if problem is not None:
+        return None, f"{_counters(names)} refused: {problem}"
     generated = round(after.generated - before.generated)
     if generated > completion_tokens:
-        return None, (f"/metrics refused: other traffic moved the counters ({generated} tokens generated on the "
-                      f"server during this request's {completion_tokens})")
+        return None, (f"{_counters(names)} refused: other traffic moved the counters ({generated} tokens generated "
+                      f"on the server during this request's {completion_tokens})")
     if generated < completion_tokens:
-        return None, (f"/metrics refused: the counters had counted {generated} of this request's "
+        return None, (f"{_counters(names)} refused: the counters had counted {generated} of this request's "
                       f"{completion_tokens} tokens when read")
     drafted, accepted, steps = (round(after.draft_tokens - before.draft_tokens),
                                 round(after.accepted - before.accepted), round(after.drafts - before.drafts))
     if drafted == 0 and steps == 0:
         return None, None
-    return Acceptance(names.source, draft_tokens=drafted, accepted_tokens=accepted, verify_steps=steps,
-                      acceptance_length=(accepted + steps) / steps if steps else None,
-                      accepted_per_position=_position_difference(before, after)), None
+    reading = Acceptance(names.source, draft_tokens=drafted, accepted_tokens=accepted, verify_steps=steps,
+                         acceptance_length=(accepted + steps) / steps if steps else None,
+                         accepted_per_position=_position_difference(before, after))
+    problems = contradictions(reading)
+    if problems:
+        return None, f"{_counters(names)} refused: " + "; ".join(problems)
+    return reading, None
+
+
+def _counters(names: CounterNames) -> str:
+    """How a note names the counters: the route and the engine's family (`/metrics (vllm:spec_decode_*)`)."""
+    return f"/metrics ({names.family})"
+
+
+def _unusable(before: SpecCounters, after: SpecCounters) -> str | None:
+    """Why the two readings give no difference to trust: values that are no counts, values past where the
+    server (or a double) keeps them exact, or a counter that went down (a restart, a reset)."""
+    if before.problem or after.problem:
+        return before.problem or after.problem
+    exact_below = min(after.names.exact_below, EXACT_BELOW)
+    if max(after.totals.values()) >= exact_below:
+        return f"its counters passed {exact_below:.0e}, where the server rounds them"
+    earlier = before.per_position + (0.0,) * (len(after.per_position) - len(before.per_position))
+    named = [*zip(after.totals, before.totals.values(), after.totals.values()),
+             *((f"{after.names.per_position}[{i}]", b, a) for i, (b, a) in enumerate(zip(earlier, after.per_position)))]
+    for name, was, now in named:
+        if now < was:
+            return f"{name} went down from {was:g} to {now:g} (the server restarted or reset its counters)"
+    return None
 
 
 def _position_difference(before: SpecCounters, after: SpecCounters) -> tuple[int, ...] | None:
@@ -60,6 +90,8 @@ def joined(own: Acceptance | None, from_counters: Acceptance | None,
     """The request's acceptance as recorded, and a note where the counters were refused or disagreed."""
     if own is None:
         return from_counters, note
+    if own.invalid is not None:  # the response's own figures stand as invalid: the counters do not mend them
+        return own, note if from_counters is None else "/metrics not joined: the response's own figures are invalid"
     if own.verify_steps is not None or from_counters is None:
         return own, note if own.verify_steps is None else None
     if (own.draft_tokens, own.accepted_tokens) != (from_counters.draft_tokens, from_counters.accepted_tokens):

@@ -58,11 +58,12 @@ def get_text(url: str, path: str, *, timeout_s: float, api_key: str | None = Non
         conn.close()
 
 
-def get_json(url: str, path: str, *, timeout_s: float, api_key: str | None = None) -> dict:
+def get_json(url: str, path: str, *, timeout_s: float, api_key: str | None = None) -> object:
+    """The answer's JSON value, whatever its shape: the caller checks the fields it reads."""
     text = get_text(url, path, timeout_s=timeout_s, api_key=api_key)
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RequestFailed(f"{url}{path} did not answer JSON") from None
 
 
@@ -77,7 +78,7 @@ def error_text(response: http.client.HTTPResponse) -> str:
         error = data.get("error", data) if isinstance(data, dict) else data
         message = error.get("message", error) if isinstance(error, dict) else error
         raw = str(message)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return " ".join(raw.split())[:ERROR_BODY_CHARS] or "(no body)"
 

@@ -113,7 +113,7 @@ def _answers(url: str) -> bool:
         listing = get_json(url, "/v1/models", timeout_s=2.0)
     except RequestFailed:
         return False
-    return bool(listing.get("data"))
+    return isinstance(listing, dict) and bool(listing.get("data"))  # its shape is checked by the probe after
 
 
 def _tail(log_path: Path) -> str:

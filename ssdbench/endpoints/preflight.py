@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ssdbench.endpoints.fields import MalformedAnswer, as_object, optional_list, optional_text, wrong
 from ssdbench.endpoints.http import RequestFailed, get_json, get_text
 from ssdbench.endpoints.kinds import kind_of
 from ssdbench.endpoints.prometheus import CounterNames, counters_in
@@ -19,6 +20,7 @@ from ssdbench.endpoints.spec import Endpoint
 from ssdbench.errors import SsdbenchError
 
 PROBE_TIMEOUT_S = 10.0
+VERSION_CHARS = 200
 
 
 class EndpointError(SsdbenchError):
@@ -42,18 +44,33 @@ class ServerInfo:
 def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
     try:
         listing = get_json(endpoint.url, "/v1/models", timeout_s=timeout_s, api_key=api_key)
+        ids, owned_by = _listed_models(listing)
+    except MalformedAnswer as err:
+        raise EndpointError(f"endpoint {endpoint.name}: {endpoint.url}/v1/models: {err}") from None
     except RequestFailed as err:
         raise EndpointError(f"endpoint {endpoint.name}: {err}") from None
-    entries = [e for e in listing.get("data") or () if isinstance(e, dict) and e.get("id")]
-    if not entries:
+    if not ids:
         raise EndpointError(f"endpoint {endpoint.name}: {endpoint.url}/v1/models lists no model "
                             "(is it an OpenAI-compatible server?)")
-    ids = tuple(str(e["id"]) for e in entries)
     model = _chosen_model(endpoint, ids)
-    kind = kind_of(str(entries[0].get("owned_by") or ""))
+    kind = kind_of(owned_by or "")
     counters, note = _metrics_support(endpoint, api_key)
     return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(endpoint, kind, api_key),
                       counters=counters, counters_note=note)
+
+
+def _listed_models(listing) -> tuple[tuple[str, ...], str | None]:
+    """(the model ids /v1/models lists, the first one's `owned_by`), each field checked (MalformedAnswer)."""
+    entries = optional_list(as_object(listing, "the answer").get("data"), "data") or []
+    ids, owners = [], []
+    for n, entry in enumerate(entries):
+        entry = as_object(entry, f"data[{n}]")
+        model_id = optional_text(entry.get("id"), f"data[{n}].id")
+        if not model_id:
+            raise wrong(f"data[{n}].id", "a model name", entry.get("id"))
+        ids.append(model_id)
+        owners.append(optional_text(entry.get("owned_by"), f"data[{n}].owned_by"))
+    return tuple(ids), owners[0] if owners else None
 
 
 def _chosen_model(endpoint: Endpoint, ids: tuple[str, ...]) -> str:
@@ -75,10 +92,11 @@ def _version(endpoint: Endpoint, kind: str, api_key: str | None) -> str | None:
     if path is None:
         return None
     try:
-        value = get_json(endpoint.url, path, timeout_s=PROBE_TIMEOUT_S, api_key=api_key).get(key)
+        answer = get_json(endpoint.url, path, timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
     except RequestFailed:
         return None
-    return str(value) if value is not None else None
+    value = answer.get(key) if isinstance(answer, dict) else None  # only described: any other shape says nothing
+    return str(value)[:VERSION_CHARS] if isinstance(value, (str, int, float)) else None
 
 
 def _metrics_support(endpoint: Endpoint, api_key: str | None) -> tuple[CounterNames | None, str]:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$")
+MAX_POSITIONS = 256  # draft positions read: far beyond any engine's draft length, and a bound on what is allocated
 LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
@@ -69,6 +70,14 @@ class SpecCounters:
     accepted: float
     drafts: float
     per_position: tuple[float, ...]  # empty where the server exposes none (yet)
+    problem: str | None = None  # why these values are no counts (NaN, negative, a position past MAX_POSITIONS)
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """The four counters by their names on /metrics."""
+        names = self.names
+        return {names.generated: self.generated, names.draft_tokens: self.draft_tokens, names.accepted: self.accepted,
+                names.drafts: self.drafts}
 
 
 def parse_samples(text: str) -> list[Sample]:
@@ -99,20 +108,36 @@ def _summed(samples: list[Sample], base: str) -> float | None:
     return sum(s.value for s in found) if found else None
 
 
-def _per_position(samples: list[Sample], base: str) -> tuple[float, ...]:
+def _per_position(samples: list[Sample], base: str) -> tuple[tuple[float, ...], str | None]:
+    """(accepted tokens per draft position, position 0 first; why they are unusable, or None)."""
     totals: dict[int, float] = {}
     for sample in _matching(samples, base):
         position = sample.labels.get("position", "")
-        if position.isdigit():
-            totals[int(position)] = totals.get(int(position), 0.0) + sample.value
-    return tuple(totals.get(i, 0.0) for i in range(max(totals) + 1)) if totals else ()
+        if not position.isdigit():
+            continue
+        if int(position) >= MAX_POSITIONS:
+            return (), f'{base}{{position="{position[:20]}"}} is past the {MAX_POSITIONS} draft positions read'
+        totals[int(position)] = totals.get(int(position), 0.0) + sample.value
+    per_position = tuple(totals.get(i, 0.0) for i in range(max(totals) + 1)) if totals else ()
+    return per_position, _not_counts({f"{base}[{i}]": v for i, v in enumerate(per_position)})
+
+
+def _not_counts(values: dict[str, float]) -> str | None:
+    """Why any of the values is no counter's value (not finite, negative), or None."""
+    for name, value in values.items():
+        if not math.isfinite(value) or value < 0:
+            return f"{name} is {value:g}, not a count"
+    return None
 
 
 def counters_in(text: str) -> SpecCounters | None:
-    """The first engine family whose speculation and generated-token counters are all present."""
+    """The first engine family whose speculation and generated-token counters are all present; values that are
+    no counts are kept and said in `problem`, so the reading that meets them refuses them."""
     samples = parse_samples(text)
     for names in FAMILIES:
         values = [_summed(samples, n) for n in (names.generated, names.draft_tokens, names.accepted, names.drafts)]
         if all(v is not None for v in values):
-            return SpecCounters(names, *values, per_position=_per_position(samples, names.per_position))
+            per_position, position_problem = _per_position(samples, names.per_position)
+            reading = SpecCounters(names, *values, per_position=per_position)
+            return replace(reading, problem=_not_counts(reading.totals) or position_problem)
     return None

@@ -58,7 +58,8 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
     })
     append(recorder.endpoints, {
         **key_columns(recorder, key), "concurrency": concurrency, "status": "ok", "error": None, "url": url,
-        "model": completion.model, "t_start_ns": t_start_ns, "text": completion.text,
+        "model": completion.model, "model_asked": completion.model_asked,
+        "t_start_ns": t_start_ns, "text": completion.text,
         "server_finish_reason": completion.finish_reason, "token_source": source,
         "completion_tokens": int(counted) if isinstance(counted, int) else None,
         "server_prompt_tokens": completion.server_prompt_tokens,
@@ -74,6 +75,7 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "accepted_per_position": list(acceptance.accepted_per_position)
         if acceptance and acceptance.accepted_per_position else None,
         "acceptance_note": completion.acceptance_note,
+        "acceptance_invalid": acceptance and acceptance.invalid,
     })
 
 
@@ -90,10 +92,10 @@ def record_server_rounds(recorder: Recorder, key: RequestKey, acceptance: Accept
 
 def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurrency: int, url: str,
                    t_start_ns: int) -> None:
-    nulls = dict.fromkeys(("model", "text", "server_finish_reason", "token_source", "completion_tokens",
+    nulls = dict.fromkeys(("model", "model_asked", "text", "server_finish_reason", "token_source", "completion_tokens",
                            "server_prompt_tokens",
                            "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
                            "verify_steps", "acceptance_length", "accepted_per_step",
-                           "accepted_per_position", "acceptance_note"))
+                           "accepted_per_position", "acceptance_note", "acceptance_invalid"))
     append(recorder.endpoints, {**key_columns(recorder, key), "concurrency": concurrency, "status": "failed",
                                 "error": error, "url": url, "t_start_ns": t_start_ns, **nulls})

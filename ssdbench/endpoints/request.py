@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 
 from ssdbench.endpoints import sse
 from ssdbench.endpoints.acceptance import Acceptance, detect
+from ssdbench.endpoints.consistency import checked
+from ssdbench.endpoints.fields import (MalformedAnswer, as_object, count_or_none, optional_list, optional_object,
+                                       optional_text, token_ids)
 from ssdbench.endpoints.http import RequestFailed, open_connection, send
 
 COMPLETIONS_PATH = "/v1/completions"
@@ -48,7 +51,8 @@ class Completion:
     chunks: list[Chunk] = field(default_factory=list)  # chunks that carry output (text or ids)
     finish_reason: str | None = None
     usage: dict | None = None
-    model: str | None = None
+    model: str | None = None  # the name the answers gave: the first unlike `model_asked` where one differs
+    model_asked: str | None = None
     acceptance: Acceptance | None = None
     acceptance_note: str | None = None  # why /metrics counters were not used, where they were refused
 
@@ -103,32 +107,45 @@ def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | 
     deadline_ns = start_ns + int(timeout_s * 1e9)
     try:
         response = send(conn, "POST", url, path, body=body, api_key=api_key, streaming=True)
-        completion = Completion(start_ns=start_ns, end_ns=start_ns)
+        completion = Completion(start_ns=start_ns, end_ns=start_ns, model_asked=body.get("model"))
         seen: list[dict] = []
         for t_ns, event in sse.events(response, url, deadline_ns=deadline_ns):
-            _take_event(completion, event, t_ns)
+            try:
+                _take_event(completion, event, t_ns)
+            except MalformedAnswer as err:
+                raise MalformedAnswer(f"{url}{path}: {err}") from None
             seen.append(event)
         completion.end_ns = time.perf_counter_ns()
     finally:
         conn.close()
-    completion.acceptance = detect(seen)
+    completion.acceptance = checked(detect(seen))
     if completion.finish_reason is None:
         raise RequestFailed(f"{url} ended its stream without a finish reason")
     return completion
 
 
 def _take_event(completion: Completion, event: dict, t_ns: int) -> None:
-    completion.model = event.get("model") or completion.model
-    if isinstance(event.get("usage"), dict):
-        completion.usage = event["usage"]
-    for choice in event.get("choices") or ():
-        if not isinstance(choice, dict):
-            raise RequestFailed(f"a chunk's choice is not an object: {choice!r:.80}")
-        text = choice.get("text")
-        if text is None:  # chat completions stream deltas
-            text = (choice.get("delta") or {}).get("content")
-        ids = choice.get("token_ids")
-        if text or ids:
-            completion.chunks.append(Chunk(t_ns, text or "", tuple(int(i) for i in ids) if ids else None))
-        if choice.get("finish_reason"):
-            completion.finish_reason = str(choice["finish_reason"])
+    """One event's fields, each checked as it is read: a wrong shape fails the request (MalformedAnswer)."""
+    named = optional_text(event.get("model"), "model")
+    if named and completion.model in (None, completion.model_asked):  # a name unlike the asked one is kept
+        completion.model = named
+    usage = optional_object(event.get("usage"), "usage")
+    if usage is not None:
+        for name in ("prompt_tokens", "completion_tokens"):
+            count_or_none(usage.get(name), f"usage.{name}")
+        completion.usage = usage
+    for n, choice in enumerate(optional_list(event.get("choices"), "choices") or ()):
+        _take_choice(completion, as_object(choice, f"choices[{n}]"), f"choices[{n}]", t_ns)
+
+
+def _take_choice(completion: Completion, choice: dict, where: str, t_ns: int) -> None:
+    text = optional_text(choice.get("text"), f"{where}.text")
+    if text is None:  # chat completions stream deltas
+        delta = optional_object(choice.get("delta"), f"{where}.delta") or {}
+        text = optional_text(delta.get("content"), f"{where}.delta.content")
+    ids = token_ids(choice.get("token_ids"), f"{where}.token_ids")
+    if text or ids:
+        completion.chunks.append(Chunk(t_ns, text or "", ids or None))
+    reason = optional_text(choice.get("finish_reason"), f"{where}.finish_reason")
+    if reason:
+        completion.finish_reason = reason

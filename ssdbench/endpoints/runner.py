@@ -135,12 +135,13 @@ class EndpointRunner:
 
     def _read_counters(self) -> SpecCounters | str:
         """The server's speculation counters now, or why they could not be read."""
+        family = self.variant.server.counters.family
         try:
             text = get_text(self.variant.endpoint.url, "/metrics", timeout_s=PROBE_TIMEOUT_S,
                             api_key=self.run_plan.api_key)
         except RequestFailed as err:
-            return f"/metrics not read: {err}"
-        return counters_in(text) or "/metrics not read: its speculation counters are gone"
+            return f"/metrics ({family}) not read: {err}"
+        return counters_in(text) or f"/metrics ({family}) not read: its speculation counters are gone"
 
     def _read_counters_after(self, before: SpecCounters | str, completion: Completion) -> SpecCounters | str:
         """The counters once they include the request: a server may add its last tokens a moment after the
@@ -149,7 +150,7 @@ class EndpointRunner:
         after = self._read_counters()
         for _ in range(COUNTER_REREADS):
             if isinstance(before, str) or isinstance(after, str) or not isinstance(tokens, int) \
-                    or after.generated - before.generated >= tokens:
+                    or before.problem or after.problem or after.generated - before.generated >= tokens:
                 break
             time.sleep(0.05)
             after = self._read_counters()

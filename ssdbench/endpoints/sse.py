@@ -55,7 +55,7 @@ def _read_line(response: http.client.HTTPResponse, url: str) -> str | None:
 def _parse(payload: str, url: str) -> dict:
     try:
         event = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise RequestFailed(f"{url} sent a malformed event: {payload[:120]!r}") from None
     if not isinstance(event, dict):
         raise RequestFailed(f"{url} sent an event that is not a JSON object: {payload[:120]!r}")

@@ -9,6 +9,22 @@ from __future__ import annotations
 import pandas as pd
 
 
+# why a source's figures have no acceptance length, in the words of the engine it belongs to
+NO_STEPS_NOTES = {
+    "llama.cpp": "llama.cpp's responses count no verify steps; llama-server started with --metrics gives them "
+                 "from /metrics at concurrency 1",
+    "vllm": "vLLM's metrics.speculative_decoding gave no num_spec_steps",
+    "sglang": "SGLang counted 0 verify steps",
+}
+
+
+def engine_of(source: str) -> str:
+    """The engine an acceptance source belongs to: its first word (`vllm metrics...`), or the counters' family."""
+    if source.startswith("prometheus /metrics ("):
+        return {"llamacpp": "llama.cpp"}.get(source.split("(", 1)[1].split(":", 1)[0], source)
+    return source.split(" ", 1)[0]
+
+
 def per_variant(endpoints: pd.DataFrame) -> list[dict]:
     """One row per endpoint variant: requests, failures, acceptance, tokens per chunk."""
     if endpoints.empty:
@@ -16,19 +32,25 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
     rows = []
     for (method, engine), group in endpoints.groupby(["method", "engine"], sort=False):
         ok = group[group["status"] == "ok"]
-        drafted = pd.to_numeric(ok["draft_tokens"], errors="coerce")
-        accepted = pd.to_numeric(ok["accepted_tokens"], errors="coerce")
+        is_invalid = ok["acceptance_invalid"].notna() if "acceptance_invalid" in ok else pd.Series(False, ok.index)
+        valid = ok[~is_invalid]
+        drafted = pd.to_numeric(valid["draft_tokens"], errors="coerce")
+        accepted = pd.to_numeric(valid["accepted_tokens"], errors="coerce")
         rates = (accepted / drafted.where(drafted > 0)).dropna()
-        lengths = pd.to_numeric(ok["acceptance_length"], errors="coerce").dropna()
+        lengths = pd.to_numeric(valid["acceptance_length"], errors="coerce")
         chunk_tokens = [n for chunks in ok["chunk_tokens"] if chunks is not None for n in chunks]
-        sources = sorted({s for s in ok["acceptance_source"] if isinstance(s, str)})
+        sources = sorted({s for s in valid["acceptance_source"] if isinstance(s, str)})
+        no_length = {s for s, n in zip(valid["acceptance_source"], lengths) if isinstance(s, str) and pd.isna(n)}
         rows.append({
             "label": f"{method}@{engine}", "requests": len(group), "failed": int((group["status"] != "ok").sum()),
             "acceptance_source": ", ".join(sources) or None,
             "draft_acceptance_rate": float(accepted.sum() / drafted.sum()) if drafted.sum() > 0 else None,
             "rate_per_request_median": float(rates.median()) if len(rates) else None,
-            "acceptance_length": float(lengths.mean()) if len(lengths) else None,
+            "acceptance_length": float(lengths.dropna().mean()) if lengths.notna().any() else None,
+            "no_length_notes": sorted({NO_STEPS_NOTES.get(engine_of(s), f"{s} counts no verify steps")
+                                       for s in no_length}),
             "tokens_per_chunk": float(sum(chunk_tokens) / len(chunk_tokens)) if chunk_tokens else None,
+            "invalid": list(zip(ok["acceptance_source"][is_invalid], ok["acceptance_invalid"][is_invalid])),
         })
     return rows
 
@@ -36,21 +58,38 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
 def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
     lines = []
     for row in per_variant(endpoints):
-        line = f"{row['label']}: {row['requests'] - row['failed']}/{row['requests']} requests ok"
+        ok = row["requests"] - row["failed"]
+        line = f"{row['label']}: {ok}/{row['requests']} requests ok"
         if row["tokens_per_chunk"] is not None:
             line += f", {row['tokens_per_chunk']:.2f} tokens per streamed chunk"
-        if row["acceptance_source"] is None:
+        if row["acceptance_source"] is None and not row["invalid"]:
             lines.append(line + "; no acceptance figures in its responses (no speculation, or none reported)")
             continue
-        if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
-            line += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
-                     f"{row['rate_per_request_median']:.3f} median per request")
-        if row["acceptance_length"] is not None:
-            line += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
-        else:
-            line += "; no acceptance length (no verify steps reported; llama-server reports them with --metrics)"
-        lines.append(f"{line} [from {row['acceptance_source']}]")
+        if row["acceptance_source"] is not None:
+            line += _figures(row)
+        if row["invalid"]:
+            line += _invalid(row["invalid"], ok)
+        lines.append(line)
     return lines
+
+
+def _figures(row: dict) -> str:
+    text = ""
+    if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
+        text += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
+                 f"{row['rate_per_request_median']:.3f} median per request")
+    if row["acceptance_length"] is not None:
+        text += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
+    if row["no_length_notes"]:
+        text += f"; no acceptance length where {'; '.join(row['no_length_notes'])}"
+    return f"{text} [from {row['acceptance_source']}]"
+
+
+def _invalid(invalid: list[tuple[str, str]], ok: int) -> str:
+    """The responses whose figures could not be true: how many, and the first one's reason and source."""
+    source, why = invalid[0]
+    return (f"; figures of {len(invalid)}/{ok} responses invalid, not used (endpoints.acceptance_invalid): "
+            f"{why} [from {source}]")
 
 
 def prompt_token_warnings(endpoints: pd.DataFrame, requests: pd.DataFrame) -> list[str]:
@@ -72,4 +111,22 @@ def prompt_token_warnings(endpoints: pd.DataFrame, requests: pd.DataFrame) -> li
                      f"tokens where ssdbench's prompt has {int(first['prompt_tokens'])} ({len(differing)}/{len(group)} "
                      "requests differ): it templated the prompt differently; both counts are recorded "
                      "(endpoints.server_prompt_tokens, requests.prompt_tokens)")
+    return lines
+
+
+def model_warnings(endpoints: pd.DataFrame) -> list[str]:
+    """One line per endpoint variant whose answers named another model than the one asked for: a proxy or
+    router may have sent the requests elsewhere, so they may not measure the model listed."""
+    if endpoints.empty or "model_asked" not in endpoints:
+        return []
+    named = endpoints[(endpoints["status"] == "ok") & endpoints["model"].notna() & endpoints["model_asked"].notna()]
+    lines = []
+    for (method, engine), group in named.groupby(["method", "engine"], sort=False):
+        differing = group[group["model"] != group["model_asked"]]
+        if differing.empty:
+            continue
+        first = differing.iloc[0]
+        lines.append(f"warning: {method}@{engine}: the server answered as model '{first['model']}' where "
+                     f"'{first['model_asked']}' was asked for ({len(differing)}/{len(group)} requests); both are "
+                     "recorded (endpoints.model, endpoints.model_asked)")
     return lines

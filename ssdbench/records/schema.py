@@ -130,7 +130,10 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("status", _STR, "ok, or failed (the request has no row in requests; error says why)"),
         _c("error", _STR, "why the request failed; null when it did not", nullable=True),
         _c("url", _STR, "the endpoint's base URL (never with credentials)"),
-        _c("model", _STR, "model the server named in its answer", nullable=True),
+        _c("model", _STR, "model the server named in its answer (where its chunks name several, the first unlike "
+           "model_asked)", nullable=True),
+        _c("model_asked", _STR, "model the request asked for (the one /v1/models listed, or --endpoint-model); "
+           "the run warns where the answers named another", nullable=True),
         _c("t_start_ns", _I64, "request sent, time.time_ns()"),
         _c("text", _STR, "the generated text as streamed", nullable=True),
         _c("server_finish_reason", _STR, "finish reason as the server gave it (stop, length, ...)", nullable=True),
@@ -159,6 +162,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
            "(position 0 first), where the engine counts them (the /metrics per-position counters)", nullable=True),
         _c("acceptance_note", _STR, "why the /metrics counters were not used for this request (other traffic "
            "moved them, unreadable, disagreeing), where they were read; null otherwise", nullable=True),
+        _c("acceptance_invalid", _STR, "why the engine's speculation figures cannot be true (a wrong type, accepted "
+           "above drafted, per-step counts unlike the steps, a NaN mean): then every figure column is null; null "
+           "when they were valid or absent", nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),
