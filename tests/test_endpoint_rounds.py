@@ -147,3 +147,29 @@ def test_report_draws_the_server_rounds_acceptance_and_leaves_them_out_of_round_
     assert {"acceptance_length", "per_position_acceptance"} <= drawn
     points = frontier_points(stack_runs([run]))  # from the requests, one per endpoint variant; no round times
     assert sorted(points["label"]) == ["plain@endpoint-c1", "vllm@endpoint-c1"] and points["batch_size"].isna().all()
+
+
+def test_a_v4_endpoint_run_still_loads_with_the_v5_columns_empty(tmp_path, url):
+    """v5 added endpoints.acceptance_invalid and endpoints.model_asked: an earlier run reads with them null."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ssdbench.records import schema
+    from ssdbench.records.manifest import sha256_file
+
+    path = recorded_run(tmp_path, url).path
+    for name in (*schema.TABLE_NAMES, "endpoints"):
+        table = pq.read_table(path / f"{name}.parquet")
+        if name == "endpoints":
+            table = table.drop_columns(["acceptance_invalid", "model_asked"])
+        meta = {**table.schema.metadata, schema.VERSION_KEY: b"4"}
+        pq.write_table(table.replace_schema_metadata(meta), path / f"{name}.parquet")
+    manifest = json.loads((path / schema.MANIFEST_NAME).read_text())
+    for name, entry in manifest["files"].items():
+        entry.update(sha256=sha256_file(path / name), bytes=(path / name).stat().st_size)
+    (path / schema.MANIFEST_NAME).write_text(json.dumps({**manifest, "schema_version": 4}))
+    run = load_run(path)
+    assert run.manifest["schema_version"] == schema.SCHEMA_VERSION
+    assert run.endpoints["acceptance_invalid"].isna().all() and run.endpoints["model_asked"].isna().all()
+    assert len(run.endpoints) == 2 * len(PER_STEP)

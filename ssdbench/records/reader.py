@@ -59,8 +59,20 @@ def _v3_to_v4(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
     return manifest, {**tables, "steps": steps}
 
 
+def _v4_to_v5(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
+    """v5 adds endpoints.acceptance_invalid and endpoints.model_asked: a v4 run checked no figures (none was
+    found invalid) and did not record the model asked for."""
+    if "endpoints" not in tables:
+        return manifest, tables
+    table = tables["endpoints"]
+    for name in ("acceptance_invalid", "model_asked"):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, type=pa.string()))
+    return manifest, {**tables, "endpoints": table}
+
+
 # UPGRADERS[n] turns a version-n run into a version-(n+1) run.
-UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 _NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                     pa.bool_(): pd.BooleanDtype()}
@@ -211,11 +223,9 @@ def load_run(path: str | os.PathLike, *, allow_partial: bool = False) -> Run:
     recorded = {**manifest, "files": manifest["partial_files"]} if partial else manifest
     suffix = ".partial.parquet" if partial else ".parquet"
     tables = {name: _read_table(path, name, recorded, suffix=suffix) for name in schema.TABLE_NAMES}
+    tables.update({name: _read_table(path, name, recorded, suffix=suffix) for name in schema.OPTIONAL_TABLE_NAMES
+                   if (path / f"{name}{suffix}").is_file()})  # upgraded with the rest
     description = describe_partial(manifest) if partial else None
     manifest, tables = _upgrade(path, manifest, tables, version)
-    frames = {name: _to_pandas(name, _conform(path, name, tables[name]))
-              for name in schema.TABLE_NAMES}
-    for name in schema.OPTIONAL_TABLE_NAMES:
-        if (path / f"{name}{suffix}").is_file():
-            frames[name] = _to_pandas(name, _conform(path, name, _read_table(path, name, recorded, suffix=suffix)))
+    frames = {name: _to_pandas(name, _conform(path, name, table)) for name, table in tables.items()}
     return Run(path=path, manifest=manifest, partial=description, **frames)

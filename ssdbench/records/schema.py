@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 4  # v2: requests.batch_size; v3: steps.acceptance; v4: steps.counted_by (rounds from a server)
+SCHEMA_VERSION = 5  # v2: requests.batch_size; v3: steps.acceptance; v4: steps.counted_by (rounds from a server);
+# v5: endpoints.acceptance_invalid and endpoints.model_asked
 # Key under which the version is stored in each Parquet file's key-value metadata.
 VERSION_KEY = b"ssdbench.schema_version"
 TABLE_KEY = b"ssdbench.table"
