@@ -56,6 +56,21 @@ ISA_PATHS = {"native": (), "avx2-or-less": ("-mno-avx512f",), "avx2-no-vnni": ("
              "sse4.1-or-less": ("-mno-avx512f", "-mno-avx2"), "generic": ("-mno-avx512f", "-mno-avx2", "-mno-sse4.1")}
 
 
+def on_every_isa_build(tmp_path, monkeypatch, compute) -> dict:
+    """compute() on the library built for each ISA_PATHS entry that builds here, by entry name."""
+    results = {}
+    try:
+        for name, flags in ISA_PATHS.items():
+            monkeypatch.setenv("CC", cc_without(tmp_path, *flags) if flags else "cc")
+            monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+            gemv._load.cache_clear()
+            if gemv_i8_unavailable_reason("cpu") is None:
+                results[name] = compute()
+    finally:
+        gemv._load.cache_clear()
+    return results
+
+
 @pytest.fixture(params=list(ISA_PATHS))
 def isa_build(request, tmp_path, monkeypatch):
     """gemv.c built with the named instruction sets switched off (where it builds at all)."""

@@ -5,10 +5,9 @@ of the rows beside it, and the paths equal bit for bit (one chain of multiply-ad
 import pytest
 import torch
 
-from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import PackedF32Linear, gemv_unavailable_reason
 from ssdbench.kernels.linear import select_dense_kernel
-from test_int8_kernels import ISA_PATHS, cc_without, isa_build  # noqa: F401
+from test_int8_kernels import isa_build, on_every_isa_build  # noqa: F401
 
 pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is not None,
                                 reason=f"the kernel library cannot be built here: "
@@ -47,16 +46,7 @@ def test_every_instruction_path_gives_the_same_bits(tmp_path, monkeypatch):
     gen = torch.Generator().manual_seed(5)
     w, b = torch.randn(70, 100, generator=gen), torch.randn(70, generator=gen)  # [out, in], [out]
     x = torch.randn(11, 100, generator=gen)  # [rows, in]
-    results = {}
-    try:
-        for name, flags in ISA_PATHS.items():
-            monkeypatch.setenv("CC", cc_without(tmp_path, *flags) if flags else "cc")
-            monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-            gemv._load.cache_clear()
-            if gemv_unavailable_reason("cpu", torch.float32) is None:
-                results[name] = packed(w, b)(x)
-    finally:
-        gemv._load.cache_clear()
+    results = on_every_isa_build(tmp_path, monkeypatch, lambda: packed(w, b)(x))
     assert len(results) >= 2, f"only {list(results)} could be built here"
     first = next(iter(results.values()))
     for name, got in results.items():

@@ -11,7 +11,7 @@ from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason, vnni_i8_path, vnni_i8_unavailable_reason
 from ssdbench.models.int8 import INT8_CANDIDATES, select_int8_kernel
 from ssdbench.models.int8_vnni import INT8_VNNI, Int8VnniLinear
-from test_int8_kernels import ISA_PATHS, cc_without, int8_inputs_reference, isa_build  # noqa: F401
+from test_int8_kernels import ISA_PATHS, cc_without, int8_inputs_reference, isa_build, on_every_isa_build  # noqa: F401
 
 pytestmark = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
                                 reason=f"the kernel library cannot be built here: {gemv_i8_unavailable_reason('cpu')}")
@@ -64,18 +64,10 @@ def test_every_instruction_path_gives_the_same_bits(tmp_path, monkeypatch):
     gen = torch.Generator().manual_seed(11)
     w, b = torch.randn(70, 100, generator=gen), torch.randn(70, generator=gen)  # [out, in], [out]
     x = torch.randn(17, 100, generator=gen)  # [rows, in]
-    results = {}
-    try:
-        for name, flags in ISA_PATHS.items():
-            monkeypatch.setenv("CC", cc_without(tmp_path, *flags) if flags else "cc")
-            monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-            gemv._load.cache_clear()
-            if gemv_i8_unavailable_reason("cpu") is not None:
-                continue
-            results[f"{name} ({vnni_i8_path()})"] = Int8VnniLinear(w, b, device="cpu")(x)
-    finally:
-        gemv._load.cache_clear()
-    assert len({key.split(" (")[1] for key in results}) >= 2, f"only one path could be built here: {list(results)}"
+    results = on_every_isa_build(tmp_path, monkeypatch,
+                                 lambda: (vnni_i8_path(), Int8VnniLinear(w, b, device="cpu")(x)))
+    assert len({path for path, _ in results.values()}) >= 2, f"only one path could be built here: {results}"
+    results = {f"{name} ({path})": got for name, (path, got) in results.items()}
     first = next(iter(results.values()))
     for name, got in results.items():
         assert torch.equal(got, first), name
