@@ -22,7 +22,8 @@ PEAK_ITERATIONS = 2_000_000
 # The instructions each kernel multiplies with, for its compute floor; kernels not listed (the library's
 # int8 GEMMs: bf16, fbgemm, onednn, ...) get the bandwidth floor alone, as their peak is not measured here.
 F32_KERNELS = ("gemv", "packed_f32", "matmul", "onednn")
-INT8_DOT_KERNELS = ("int8_vnni", "int8_dot")
+INT8_DOT_KERNELS = ("int8_vnni", "int8_dot")  # both take vnni_i8.c's peak: dot_i8.c's ymm dpbusd may be
+# half as wide on an AVX-512 core, so its floor is a lower bound there
 TILE_DIGITS = 2  # int8_tiles multiplies each input row as two 8-bit digits: twice the multiply-adds
 
 

@@ -51,11 +51,11 @@
 #define VNNI_PATH 3
 #define VEC_OUT 16
 #define MR 4
-#elif defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#elif (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))) && defined(__FMA__)
 #define VNNI_PATH 2
 #define VEC_OUT 8
 #define MR 3
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) && defined(__FMA__) /* the ymm paths scale their block sums with vfmadd */
 #define VNNI_PATH 1
 #define VEC_OUT 8
 #define MR 2
