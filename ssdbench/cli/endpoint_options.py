@@ -9,6 +9,7 @@ from typing import Annotated, Any, List, Optional
 
 import typer
 
+from ssdbench.cli.options import SERVING
 from ssdbench.errors import RunFailed
 
 FIELDS = ("endpoint", "endpoint_launch", "endpoint_model", "endpoint_api", "concurrency", "request_timeout_s",
@@ -20,32 +21,31 @@ def parameters() -> list[inspect.Parameter]:
     def option(name: str, default: Any, annotation) -> inspect.Parameter:
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
+    def flag(*names: str, help: str, metavar: str | None = None):
+        return typer.Option(*names, help=help, metavar=metavar, rich_help_panel=SERVING)
+
+    # One line of help each; docs/options.md has the detail.
     return [
-        option("endpoint", None, Annotated[Optional[List[str]], typer.Option(
-            "--endpoint", help="NAME=URL of an OpenAI-compatible server (vLLM, SGLang, TensorRT-LLM, llama.cpp's "
-            "llama-server) to run the suite against, beside the methods, on the same prompt tokens and sampling "
-            "settings; repeatable. Its variants are NAME@endpoint-cN.")]),
-        option("endpoint_launch", None, Annotated[Optional[List[str]], typer.Option(
-            "--endpoint-launch", help="NAME='command': start that endpoint's server with this shell command, wait "
-            "until it serves, stop it after the run (also on failure, Ctrl-C and SIGTERM); repeatable.")]),
-        option("endpoint_model", None, Annotated[Optional[List[str]], typer.Option(
-            "--endpoint-model", help="NAME=MODEL: the model to ask that endpoint for (default: the one it lists); "
-            "refused when the server does not serve it.")]),
-        option("endpoint_api", None, Annotated[Optional[List[str]], typer.Option(
-            "--endpoint-api", help="completions (default): POST /v1/completions with the methods' prompt token ids "
-            "(same template, same tokens); chat: POST /v1/chat/completions with the same user turn as messages, "
-            "templated by the server (its prompt token count is recorded beside ours, with a warning when they "
-            "differ). API sets every endpoint; NAME=API one endpoint; repeatable.")]),
-        option("concurrency", "1", Annotated[str, typer.Option(
-            "--concurrency", help="Comma list of requests kept in flight per endpoint, e.g. 1,8,32: one variant per "
-            "level. Level 1 takes its turn in the run's order like a method; higher levels run after it.")]),
-        option("request_timeout_s", 300.0, Annotated[float, typer.Option(
-            "--request-timeout-s", help="Fail an endpoint request that has not finished within this many seconds.")]),
-        option("endpoint_ready_timeout_s", 300.0, Annotated[float, typer.Option(
-            "--endpoint-ready-timeout-s", help="How long a launched server may take to start serving.")]),
-        option("endpoint_api_key_env", None, Annotated[Optional[str], typer.Option(
-            "--endpoint-api-key-env", help="Name of the environment variable holding the endpoints' API key (sent "
-            "as a bearer token; never recorded).")]),
+        option("endpoint", None, Annotated[Optional[List[str]], flag(
+            "--endpoint", help="NAME=URL of an OpenAI-compatible server to run the suite against; repeatable.",
+            metavar="<name=url>")]),
+        option("endpoint_launch", None, Annotated[Optional[List[str]], flag(
+            "--endpoint-launch", help="NAME='command': start that server, stop it after the run.",
+            metavar="<name=cmd>")]),
+        option("endpoint_model", None, Annotated[Optional[List[str]], flag(
+            "--endpoint-model", help="NAME=MODEL to ask for (default: the one it lists).",
+            metavar="<name=model>")]),
+        option("endpoint_api", None, Annotated[Optional[List[str]], flag(
+            "--endpoint-api", help="completions (our token ids) or chat; [NAME=]API.",
+            metavar="<[name=]api>")]),
+        option("concurrency", "1", Annotated[str, flag(
+            "--concurrency", help="Requests in flight per endpoint: a comma list, e.g. 1,8,32.")]),
+        option("request_timeout_s", 300.0, Annotated[float, flag(
+            "--request-timeout-s", help="Fail a request not done within this many seconds.")]),
+        option("endpoint_ready_timeout_s", 300.0, Annotated[float, flag(
+            "--endpoint-ready-timeout-s", help="How long a launched server may take to start.")]),
+        option("endpoint_api_key_env", None, Annotated[Optional[str], flag(
+            "--endpoint-api-key-env", help="Environment variable holding the API key (never recorded).")]),
     ]
 
 

@@ -20,8 +20,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("run", help="Run the methods on a suite and record every round to Parquet.")(run_command)
-app.command("sweep", help="Run a grid of decoding settings with models loaded once; resumable. An option whose help says so "
-                          "takes a comma list as an axis; --grid FIELD=V1,V2 makes one of any other such setting.")(
+app.command("sweep", help="Run a grid of decoding settings with the models loaded once; resumable. An option whose "
+                          "value reads <int,...> (or <float,...>, <str,...>) takes a comma list, an axis of the sweep: "
+                          "every combination runs. The others take one value for the whole sweep.")(
     sweep_command)
 app.command("merge", help="Join the folders of a sweep run as shards (sweep --shard I/N) into one sweep.")(merge_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)

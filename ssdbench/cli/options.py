@@ -39,6 +39,7 @@ class RunOption:
     envvar: str | None = None
     sweep_flags: tuple[str, ...] = ()  # more names for the same option in `sweep` (--batch-sizes)
     sweep_default: Any = _UNSET
+    panel: str = ""  # the --help panel it is listed in (PANELS)
 
     @property
     def default(self) -> Any:
@@ -56,107 +57,97 @@ def _all_prompts(value: int | None) -> int | None:
     return value or None  # 0 = every prompt of the suite
 
 
+MODELS, PROMPTS, DECODING, SSD, HARDWARE, OUTPUT = (
+    "Models", "Prompts", "Decoding", "SSD", "Hardware and kernels", "Output")
+SERVING = "Serving engines"  # endpoint_options' panel
+PANELS = (MODELS, PROMPTS, DECODING, SSD, HARDWARE, SERVING, OUTPUT)  # the order --help shows them in
+
+# One line of help each; the detail of every option is in docs/options.md.
 RUN_OPTIONS: tuple[RunOption, ...] = (
-    RunOption("target", "--target", "Target model: local HF folder, .gguf file, repo id or alias (llama-3.1-70b, "
-              "qwen3-0.6b, ...). Default: the embedded SmolLM2-135M-Instruct.", str),
-    RunOption("draft", "--draft", "Draft: a model spec like --target, 'self-int8' (int8 copy of the target), "
-              "'self-skip:auto' or 'self-skip:3,5,7' (the target with layers skipped) or 'ngram' (prompt lookup, no "
-              "model); `ssdbench ls` lists the kinds.", str),
-    RunOption("suite", "--suite", "Prompt suite: smoke, humaneval, mtbench, gsm8k, alpaca, ultrafeedback, specbench, "
-              "or a .jsonl path.", str),
-    RunOption("methods", "--methods", "Comma list of methods, e.g. ar,sd,ssd; `ssdbench ls` lists every registered "
-              "method (an unknown name is refused with the closest one).", str, listed=True, cli_default="ar,sd",
-              to_setting=split_list),
-    RunOption("k", "--k", "Lookahead K: draft tokens proposed per round (at most 32).", int),
-    RunOption("temperature", "--temperature", "Target temperature; 0 = greedy.", float, sweep_flags=("--temperatures",)),
-    RunOption("draft_temperature", "--draft-temperature", "Draft sampling temperature (default: the target's). "
-              "Exact either way.", float, optional=True),
-    RunOption("top_p", "--top-p", "Nucleus sampling mass (1 = off).", float),
+    RunOption("target", "--target", "Target model: HF folder, .gguf file, repo id or alias (default: the embedded "
+              "SmolLM2-135M).", str, panel=MODELS),
+    RunOption("draft", "--draft", "Draft: a model like --target, self-int8, self-skip:auto or ngram.", str,
+              panel=MODELS),
+    RunOption("engines", "--engine", "Model code: native, hf, or native,hf to compare them.", str, listed=True,
+              cli_default="native", to_setting=split_list, panel=MODELS),
+    RunOption("dtype", "--dtype", "float32, bfloat16 or float16.", str, panel=MODELS),
+    RunOption("random_weights", "--random-weights", "Random weights at the alias's published shape (timing only).",
+              bool, panel=MODELS),
+    RunOption("allow_download", "--allow-download", "Let a repo id or alias download from the hub.", bool,
+              panel=MODELS),
+    RunOption("trust_remote_code", "--trust-remote-code", "Allow a model folder's own Python code to run.", bool,
+              panel=MODELS),
+    RunOption("suite", "--suite", "humaneval, mtbench, gsm8k, alpaca, ultrafeedback, specbench, smoke or a .jsonl.",
+              str, panel=PROMPTS),
+    RunOption("num_prompts", "--num-prompts", "The suite's first N prompts (default 8; 0 = all).", int,
+              optional=True, to_setting=_all_prompts, panel=PROMPTS),
+    RunOption("repeats", "--repeats", "Run every prompt R times with distinct seeds.", int, panel=PROMPTS),
+    RunOption("chat_template", "--chat-template/--no-chat-template", "Wrap prompts in the chat template.", bool,
+              panel=PROMPTS),
+    RunOption("truncate_prompts", "--truncate-prompts", "Prompts too long for the context: none (refuse) or left.",
+              str, panel=PROMPTS),
+    RunOption("data_dir", "--data-dir", "Folder of the file-backed suites.", Path, optional=True,
+              envvar="SSDBENCH_DATA_DIR", panel=PROMPTS),
+    RunOption("methods", "--methods", "Comma list of methods: ar, sd, ssd, ... (`ssdbench ls`).", str, listed=True,
+              cli_default="ar,sd", to_setting=split_list, panel=DECODING),
+    RunOption("k", "--k", "Lookahead: draft tokens per round (at most 32).", int, panel=DECODING),
+    RunOption("temperature", "--temperature", "Target temperature; 0 = greedy.", float,
+              sweep_flags=("--temperatures",), panel=DECODING),
+    RunOption("draft_temperature", "--draft-temperature", "Draft temperature (default: the target's).", float,
+              optional=True, panel=DECODING),
+    RunOption("top_p", "--top-p", "Nucleus sampling mass (1 = off).", float, panel=DECODING),
     RunOption("batch_size", "--batch-size", "Requests decoded together.", int, sweep_flags=("--batch-sizes",),
-              sweep_default="1,2,4"),
-    RunOption("max_new_tokens", "--max-new-tokens", "New tokens per request at most.", int),
-    RunOption("ignore_eos", "--ignore-eos", "Always generate --max-new-tokens (fixed-length benchmarks): EOS is "
-              "emitted as an ordinary token and decoding continues, for every method.", bool),
-    RunOption("truncate_prompts", "--truncate-prompts", "Prompts longer than the model's context leaves room for: "
-              "'none' refuses the run, 'left' keeps each prompt's last tokens (recorded in the manifest).", str),
-    RunOption("order", "--order", "interleaved: every method on a prompt (batch) before the next prompt, so load "
-              "drift hits all alike; grouped: all of one method, then the next.", str),
-    RunOption("num_prompts", "--num-prompts", "Use the first N prompts of the suite (default 8; 0 = all).", int,
-              optional=True, to_setting=_all_prompts),
-    RunOption("repeats", "--repeats", "Run every prompt R times with distinct seeds.", int),
-    RunOption("seed", "--seed", "Base seed; each request's seed derives from it.", int),
-    RunOption("device", "--device", "Device for the models: cpu, cuda, cuda:1, ...", str),
-    RunOption("dtype", "--dtype", "float32, bfloat16 or float16.", str),
-    RunOption("out", "--out", "Run directory (must not exist or be empty). Default: runs/<time>-<id>.", Path,
-              optional=True),
-    RunOption("engines", "--engine", "Model code: native, hf, or both as 'native,hf' to compare them on the same "
-              "prompts.", str, listed=True, cli_default="native", to_setting=split_list),
-    RunOption("attention", "--attention", "Attention backend of the native engine: sdpa (reference) or flash.", str),
-    RunOption("linear_kernel", "--linear-kernel", "Dense projection kernel of the native engine: auto (probe what "
-              "runs and is fastest here, per row count), onednn, gemv or packed_f32 (float32, built for this CPU; "
-              "packed_f32 for a verify's few rows) or matmul.", str),
-    RunOption("int8_kernel", "--int8-kernel", "int8 draft's projection kernel: auto (probe, per row count) or one "
-              "of int8_tiles (AMX), int8_vnni (AVX-512 VNNI / AVX-VNNI / AVX2), int8_dot, int8_gemv, int8_bf16, "
-              "int8_fbgemm, int8_onednn, int8pack_mm, int8_dequant; one this CPU cannot run is refused.", str),
-    RunOption("tp", "--tp", "Tensor-parallel ranks for the target: ssdbench starts tp-1 more processes itself "
-              "(gloo on CPU; NCCL on tp consecutive GPUs from the target's); tp must divide the target's "
-              "heads, KV heads and MLP size. Native engine, float32 or bfloat16 weights.", int),
-    RunOption("cuda_graphs", "--cuda-graphs", "CUDA graphs for the native engine's repeated steps (decode, "
-              "verify): auto (on CUDA), on, or off. Recorded with the kernels.", str),
-    RunOption("threads", "--threads", "torch CPU threads (default: torch's choice).", int, optional=True),
-    RunOption("data_dir", "--data-dir", "Folder holding file-backed suites (gsm8k/, spec_bench/, alpaca/, "
-              "ultrafeedback/).", Path, optional=True, envvar="SSDBENCH_DATA_DIR"),
-    RunOption("chat_template", "--chat-template/--no-chat-template", "Wrap prompts in the tokenizer's chat template.",
-              bool),
-    RunOption("allow_download", "--allow-download", "Let a repo id or alias download from the hub when online.", bool),
-    RunOption("target_device", "--target-device", "Where the target runs: cpu:CORES (pinned, e.g. cpu:0) or cuda:N. "
-              "Default with ssd on CPU: half the cores.", str, optional=True),
-    RunOption("draft_device", "--draft-device", "Where ssd's draft process runs: cpu:CORES or cuda:N. Default with "
-              "ssd on CPU: the other half of the cores.", str, optional=True),
-    RunOption("sd_draft_device", "--sd-draft-device", "Where sd's draft runs, still in the target's process: a GPU "
-              "of its own (cuda:N), e.g. the one ssd's draft process gets, so sd and ssd use the same GPUs. "
-              "Default: the target's first GPU. CUDA only; native engine; a draft model of its own weights.", str,
-              optional=True),
-    RunOption("fan_out", "--fan-out", "ssd branches per accepted count: an integer F (uniform), 'geometric' (needs "
-              "--fit-from) or 'auto' (sized to fit inside one verify).", str),
-    RunOption("fan_out_list", "--fan-out-list", "ssd fan-out per accepted count 0..K, e.g. 6,3,2,1,1.", str,
-              optional=True, listed=True),
-    RunOption("fan_out_miss_list", "--fan-out-miss-list", "ssd fan-out for rows that missed last round (default: half "
-              "the budget on k=0).", str, optional=True, listed=True),
-    RunOption("fit_from", "--fit-from", "A previous run to fit acceptance (and the miss power law) from, for "
-              "--fan-out geometric.", Path, optional=True),
-    RunOption("backup", "--backup", "ssd proposal on a cache miss: jit (draft now, verifier waits), fast (n-gram / "
-              "random, no wait) or auto (per round, from measured costs).", str),
-    RunOption("saguaro_c", "--saguaro-c", "Saguaro sampling: scale the draft's top-F tokens by C in (0, 1] when "
-              "drafting (1 = off).", float),
-    RunOption("timeline", "--timeline/--no-timeline", "With ssd: save timeline.png, a few rounds of verify, draft "
-              "glue/tree/backup and waits.", bool, sweep_default=False),
-    RunOption("round_timeout_s", "--round-timeout-s", "ssd: fail the run when the draft process, still alive, has not "
-              "answered a round within this many seconds (hung).", float),
-    RunOption("random_weights", "--random-weights", "Build --target (and a --draft alias) at its published shape "
-              "(llama-3.1-70b, llama-3.1-8b, llama-3.2-1b, qwen3-32b, qwen3-0.6b, smollm2-135m) with random weights: "
-              "times real shapes with no checkpoint; outputs are not any real model's. Native engine only.", bool),
-    RunOption("acceptance", "--acceptance", "How sd and ssd accept drafts: 'exact' (the acceptance rule) or "
-              "'synthetic:RATE' (timing aid, e.g. with --random-weights: each drafted token is accepted with "
-              "probability RATE in (0, 1], the token after the prefix is still the target's, the cost of a round "
-              "is unchanged). 'synthetic:RATE,hit=H' also steers ssd's bonus token onto one its speculation cache "
-              "holds with probability H, so its cache hit rate is about H. Outputs are then NOT the target's "
-              "(the run says so; compare refuses them beside exact runs). ar is unaffected.", str, listed=True),
-    RunOption("trust_remote_code", "--trust-remote-code", "Allow a model folder's own Python code (config.json "
-              "auto_map) to run; off by default, recorded in the manifest.", bool),
+              sweep_default="1,2,4", panel=DECODING),
+    RunOption("max_new_tokens", "--max-new-tokens", "New tokens per request at most.", int, panel=DECODING),
+    RunOption("ignore_eos", "--ignore-eos", "Always generate --max-new-tokens (EOS is an ordinary token).", bool,
+              panel=DECODING),
+    RunOption("seed", "--seed", "Base seed; each request's seed derives from it.", int, panel=DECODING),
+    RunOption("order", "--order", "interleaved (every method per prompt) or grouped (one method at a time).", str,
+              panel=DECODING),
+    RunOption("acceptance", "--acceptance", "exact, or synthetic:RATE[,hit=H] for timing (outputs not the "
+              "target's).", str, listed=True, panel=DECODING),
+    RunOption("fan_out", "--fan-out", "Branches per accepted count: F, geometric or auto.", str, panel=SSD),
+    RunOption("fan_out_list", "--fan-out-list", "Fan-out per accepted count 0..K, e.g. 6,3,2,1,1.", str,
+              optional=True, listed=True, panel=SSD),
+    RunOption("fan_out_miss_list", "--fan-out-miss-list", "Fan-out for rows that missed last round.", str,
+              optional=True, listed=True, panel=SSD),
+    RunOption("fit_from", "--fit-from", "A run to fit --fan-out geometric from.", Path, optional=True, panel=SSD),
+    RunOption("backup", "--backup", "On a cache miss: jit, fast or auto.", str, panel=SSD),
+    RunOption("saguaro_c", "--saguaro-c", "Saguaro sampling's C in (0, 1] (1 = off).", float, panel=SSD),
+    RunOption("timeline", "--timeline/--no-timeline", "Save timeline.png of a few rounds.", bool,
+              sweep_default=False, panel=SSD),
+    RunOption("round_timeout_s", "--round-timeout-s", "Fail when the draft process hangs this long.", float,
+              panel=SSD),
+    RunOption("device", "--device", "cpu, cuda, cuda:1, ...", str, panel=HARDWARE),
+    RunOption("target_device", "--target-device", "The target's place: cpu:CORES or cuda:N.", str, optional=True,
+              panel=HARDWARE),
+    RunOption("draft_device", "--draft-device", "ssd's draft process: cpu:CORES or cuda:N.", str, optional=True,
+              panel=HARDWARE),
+    RunOption("sd_draft_device", "--sd-draft-device", "sd's draft on a GPU of its own: cuda:N.", str, optional=True,
+              panel=HARDWARE),
+    RunOption("tp", "--tp", "Tensor-parallel ranks for the target.", int, panel=HARDWARE),
+    RunOption("threads", "--threads", "torch CPU threads (default: torch's choice).", int, optional=True,
+              panel=HARDWARE),
+    RunOption("attention", "--attention", "sdpa or flash.", str, panel=HARDWARE),
+    RunOption("linear_kernel", "--linear-kernel", "auto, onednn, gemv, packed_f32 or matmul.", str, panel=HARDWARE),
+    RunOption("int8_kernel", "--int8-kernel", "auto or an int8 kernel's name (`ssdbench ls`).", str,
+              panel=HARDWARE),
+    RunOption("cuda_graphs", "--cuda-graphs", "auto, on or off.", str, panel=HARDWARE),
+    RunOption("out", "--out", "Run folder (new or empty; default runs/<time>-<id>).", Path, optional=True,
+              panel=OUTPUT),
 )
 BY_FIELD = {option.field: option for option in RUN_OPTIONS}
-Format = Annotated[str, typer.Option("--format", help="table or json.")]
+Format = Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=OUTPUT)]
 
 
 def _typer_option(option: RunOption, *, for_sweep: bool) -> typer.models.OptionInfo:
+    """In `sweep`, an option that takes a comma list as an axis shows it in its value column (<int,...>);
+    the sweep's own help says so once, instead of every option's help."""
     flags = (option.flag, *option.sweep_flags) if for_sweep else (option.flag,)
-    text = option.help
-    if for_sweep and option.field in SWEEP_FIXED:
-        text += " One value per sweep: the models and prompts are loaded once."
-    elif for_sweep and sweepable(option):
-        text += " A comma list makes it an axis of the sweep."
-    return typer.Option(*flags, help=text, envvar=option.envvar)
+    is_axis = for_sweep and sweepable(option) and option.field not in SWEEP_FIXED
+    metavar = None if not for_sweep or option.kind is bool else f"<{option.kind.__name__}{',...' if is_axis else ''}>"
+    return typer.Option(*flags, help=option.help, envvar=option.envvar, metavar=metavar,
+                        rich_help_panel=option.panel or None)
 
 
 def run_parameter(option: RunOption) -> inspect.Parameter:
@@ -181,7 +172,15 @@ def sweep_parameter(option: RunOption) -> inspect.Parameter:
 
 
 def command_signature(parameters: list[inspect.Parameter]) -> inspect.Signature:
-    return inspect.Signature(parameters)
+    """The parameters in the order of their --help panels (Typer lists panels in order of first use)."""
+    return inspect.Signature(sorted(parameters, key=_panel_rank))
+
+
+def _panel_rank(parameter: inspect.Parameter) -> int:
+    """A panel outside PANELS (the command's own, e.g. Sweep) comes first."""
+    info = next((m for m in getattr(parameter.annotation, "__metadata__", ()) if hasattr(m, "rich_help_panel")), None)
+    panel = getattr(info, "rich_help_panel", None)
+    return PANELS.index(panel) if panel in PANELS else -1
 
 
 def settings_from_values(values: dict[str, Any]) -> RunSettings:

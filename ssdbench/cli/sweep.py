@@ -27,10 +27,12 @@ from ssdbench.run.settings import SWEEP_FIXED, RunSettings
 if TYPE_CHECKING:
     from ssdbench.run.sweep_shard import Shard
 
-SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder: one run directory per point plus index.json. Re-running resumes.")]
-Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over a run setting: FIELD=V1,V2 (repeatable; ';' between values that hold commas); not the settings whose help says 'One value per sweep'.")]
-ShardOption = Annotated[Optional[str], typer.Option("--shard", help="Run one slice of the grid, I/N (1 <= I <= N): every "
-                       "N-th point from the I-th, into a --out of its own; `ssdbench merge` joins the N slices.")]
+SWEEP = "Sweep"
+SweepOut = Annotated[Path, typer.Option("--out", help="The sweep's folder; re-running resumes.", rich_help_panel=SWEEP)]
+Grid = Annotated[Optional[list[str]], typer.Option("--grid", help="An axis over any <...,...> setting: FIELD=V1,V2; "
+                 "repeatable.", rich_help_panel=SWEEP)]
+ShardOption = Annotated[Optional[str], typer.Option("--shard", help="Run slice I/N of the grid (join with `ssdbench "
+                        "merge`).", rich_help_panel=SWEEP)]
 SWEEP_OPTIONS = tuple(o for o in opt.RUN_OPTIONS if o.field != "out")  # --out is the sweep's folder
 
 
