@@ -204,7 +204,7 @@ def test_parse_acceptance_labels():
 
 
 def test_random_weights_with_synthetic_acceptance_runs_ar_sd_and_ssd(tmp_path):
-    """The README's combination, on the smallest published shape: random pairs accept by the rate."""
+    """docs/runs.md's combination, on the smallest published shape: random pairs accept by the rate."""
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", "--target", "smollm2-135m", "--random-weights", "--suite", "smoke",
                                  "--num-prompts", "1", "--max-new-tokens", "8", "--methods", "ar,sd,ssd",

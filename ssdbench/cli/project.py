@@ -97,7 +97,7 @@ def _describe(model) -> str:
 def _notes(measured, check: list[dict], hit_rate) -> list[str]:
     from ssdbench.projection import GAP_FLAG
 
-    if not measured.variants:  # accepted like any run (README), but no round was timed to model
+    if not measured.variants:  # accepted like any run (docs/runs.md), but no round was timed to model
         return [f"{measured.path} has no recorded rounds (each request ended at its first token): there is "
                 "nothing to predict or project"]
     notes = [f"{r['label']}: predicted {r['speedup_predicted']:.2f}× vs measured {r['speedup_measured']:.2f}× "
