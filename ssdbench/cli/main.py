@@ -10,6 +10,7 @@ from ssdbench.cli.inspect import ls_command, validate_command
 from ssdbench.cli.merge import merge_command
 from ssdbench.cli.project import project_command
 from ssdbench.cli.report import report_command
+from ssdbench.cli.reproduce import reproduce_command
 from ssdbench.cli.run import run_command
 from ssdbench.cli.sweep import sweep_command
 
@@ -24,6 +25,9 @@ app.command("sweep", help="Run a grid of decoding settings with the models loade
                           "value reads <int,...> (or <float,...>, <str,...>) takes a comma list, an axis of the sweep: "
                           "every combination runs. The others take one value for the whole sweep.")(
     sweep_command)
+app.command("reproduce", help="Check the SSD paper's findings on this pair and hardware: one sweep per study, then "
+                              "a verdict per claim (holds, does not hold, inconclusive) from the recorded rounds.")(
+    reproduce_command)
 app.command("merge", help="Join the folders of a sweep run as shards (sweep --shard I/N) into one sweep.")(merge_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
 app.command("export", help="Write a run's answers in Spec-Bench's model-answer layout (--format specbench).")(

@@ -111,8 +111,10 @@ def _grid_axis(spec: str) -> tuple[str, list]:
                           for part in parts]
 
 
-def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, shard: Shard | None = None) -> None:
-    """Run the grid's points not yet complete in `sweep_dir` (a shard's: only its slice), models loaded once."""
+def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, shard: Shard | None = None,
+                  show_frontier: bool = True) -> None:
+    """Run the grid's points not yet complete in `sweep_dir` (a shard's: only its slice), models loaded once;
+    then print their throughput-latency table (unless `show_frontier` is off: `reproduce` prints findings)."""
     from ssdbench.run import session
     from ssdbench.run.plan import build_plan
     from ssdbench.run.sweep import index_entry, point_settings, point_status, prepare_sweep_dir
@@ -145,7 +147,8 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, sh
         _run_points(todo, models, workload, suite_info, sweep_dir, console, mark=mark)
     finally:
         models.close()  # a tensor-parallel target's other ranks
-    _print_frontier(_frontier(points, sweep_dir), console, format, skipped=len(points) - len(todo))
+    if show_frontier:
+        _print_frontier(_frontier(points, sweep_dir), console, format, skipped=len(points) - len(todo))
 
 
 def _run_points(todo, models, workload, suite_info, sweep_dir: Path, console: Console, *, mark) -> None:
