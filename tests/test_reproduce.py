@@ -114,6 +114,11 @@ def test_fan_out_study_with_a_hit_rate_independent_of_f_does_not_say_holds(pair,
     again = reproduce(pair, out, "fan-out", "--quick", "--acceptance", "synthetic:0.7,hit=0.5", "--format", "json")
     assert again.exit_code == 0, again.output  # resumed: every point complete, the same findings
     assert pd.read_parquet(out / "findings.parquet").equals(findings)
+    report = runner.invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    page = (out / "report" / "report.html").read_text()
+    assert "<h2>Findings</h2>" in page and page.count("<tr>") == 1 + len(findings)
+    assert (out / "report" / "study_fan-out.png").stat().st_size > 0
 
 
 def test_ssd_vs_sd_study_pairs_the_methods_of_one_run(pair, tmp_path):
@@ -127,6 +132,26 @@ def test_ssd_vs_sd_study_pairs_the_methods_of_one_run(pair, tmp_path):
     expected = float(np.exp(np.mean(np.log(speed["ssd"] / speed["sd"]))))
     assert finding["estimate"] == pytest.approx(expected)
     assert finding["verdict"] in (HOLDS, FAILS, INCONCLUSIVE)
+
+
+def test_sharded_studies_merge_and_the_last_step_judges_them(pair, tmp_path):
+    """A job array: each shard runs its slice of every study with enough points; merge; the last step runs
+    what was left (a one-point study) and judges from the merged records."""
+    for i in (1, 2):
+        result = reproduce(pair, tmp_path / f"rp-{i}", "pareto", "ssd-vs-sd", "--quick", "--shard", f"{i}/2")
+        assert result.exit_code == 0, result.output
+        assert "ssd-vs-sd: 1 point(s), fewer than the 2 shards" in " ".join(result.output.split())
+    assert sorted(p.name for p in (tmp_path / "rp-1").iterdir()) == ["pareto"]
+    merged = tmp_path / "rp"
+    merge = runner.invoke(app, ["merge", str(tmp_path / "rp-1" / "pareto"), str(tmp_path / "rp-2" / "pareto"),
+                                "--out", str(merged / "pareto")])
+    assert merge.exit_code == 0, merge.output
+    last = reproduce(pair, merged, "pareto", "ssd-vs-sd", "--quick", "--format", "json")
+    assert last.exit_code == 0, last.output
+    assert "all complete" in " ".join(last.output.split())  # pareto: nothing rerun
+    findings = pd.read_parquet(merged / "findings.parquet")
+    assert list(findings["study"]) == ["pareto", "ssd-vs-sd"]
+    assert len(json.loads(findings["settings"][0])["points"]) == 6  # ar, sd, ssd at batch 1 and 2
 
 
 def test_an_unknown_study_is_one_line_naming_the_closest(pair, tmp_path):

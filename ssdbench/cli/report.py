@@ -11,7 +11,7 @@ import typer
 from ssdbench.cli.errors import reports_errors
 from ssdbench.errors import RunDirectoryError
 
-Runs = Annotated[list[Path], typer.Argument(help="Run directories (from `ssdbench run`); several give a throughput–latency frontier.", show_default=False)]
+Runs = Annotated[list[Path], typer.Argument(help="Run directories (from `ssdbench run`; several give a throughput–latency frontier), or one `reproduce` folder.", show_default=False)]
 ReportOut = Annotated[Optional[Path], typer.Option("--out", help="Folder for the PNGs and report.html (default: <first run>/report/).")]
 
 
@@ -30,8 +30,12 @@ def prepare_out(out: Path) -> None:
 @reports_errors
 def report_command(runs: Runs, out: ReportOut = None) -> None:
     from ssdbench.records.reader import load_run
+    from ssdbench.report.findings_page import is_findings_dir
     from ssdbench.report.html import write_report
 
+    if len(runs) == 1 and is_findings_dir(runs[0]):  # a `reproduce` folder: its findings and studies
+        report_findings(runs[0], out)
+        return
     loaded = [load_run(path, allow_partial=True) for path in runs]  # a run that stopped early: labelled partial
     for run in loaded:
         if run.requests.empty:
@@ -45,6 +49,20 @@ def report_command(runs: Runs, out: ReportOut = None) -> None:
     for run in loaded:
         if run.partial:
             typer.echo(f"  partial run {run.path}: {run.partial}")
+    for plot in plots:
+        typer.echo(f"  {plot.path}" if plot.path else f"  skipped {plot.name}: {plot.reason}")
+    typer.echo(f"Report: {page}")
+
+
+def report_findings(folder: Path, out: Optional[Path]) -> None:
+    from ssdbench.report.findings_page import write_findings_report
+
+    out = out or Path(folder) / "report"
+    prepare_out(out)
+    try:
+        page, plots = write_findings_report(folder, out)
+    except OSError as err:
+        raise RunDirectoryError(f"cannot write the report to {out}: {err.strerror or err}") from None
     for plot in plots:
         typer.echo(f"  {plot.path}" if plot.path else f"  skipped {plot.name}: {plot.reason}")
     typer.echo(f"Report: {page}")

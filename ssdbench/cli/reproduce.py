@@ -50,7 +50,7 @@ def reproduce_command(*, studies: Optional[list[str]] = None, list_studies: bool
 
     part = parse_shard(shard) if shard is not None else None
     base = user_settings(values, quick=quick, out=out)
-    console = Console(stderr=format == "json")
+    console = Console(stderr=format != "table")  # json and markdown alone on stdout
     with signals_interrupt():
         for study in chosen:
             run_study(study, base, quick, part, console)
@@ -90,17 +90,41 @@ def user_settings(values: dict, *, quick: bool, out: Path):
 
 def run_study(study, base, quick: bool, shard, console: Console) -> None:
     from ssdbench.cli.sweep import perform_sweep
+    from ssdbench.reproduce.registry import NEEDS
     from ssdbench.reproduce.study import study_base
     from ssdbench.run.sweep import grid
 
+    if shard is not None and study.name in NEEDS:
+        console.print(f"[yellow]{study.name}[/]: left to the unsharded step after the merge (it reads "
+                      f"{', '.join(NEEDS[study.name])}'s merged records)")
+        return
     for sweep in study.sweeps(base, quick):
         if sweep.skipped:
             console.print(f"[yellow]{study.name}[/]: {sweep.folder} not run: {sweep.skipped}")
             continue
         settings = study_base(base, sweep)
         points = grid(settings, sweep.axes)
+        if shard is not None and len(points) < shard.count:
+            console.print(f"[yellow]{study.name}[/]: {len(points)} point(s), fewer than the {shard.count} shards: "
+                          "left to the unsharded step after the merge")
+            continue
+        if shard is None and already_complete(settings, points, base.out / sweep.folder):
+            console.print(f"[bold]{study.name}[/]: {len(points)} points in {base.out / sweep.folder}, all complete")
+            continue
         console.print(f"[bold]{study.name}[/]: {len(points)} points into {base.out / sweep.folder}")
         perform_sweep(settings, points, base.out / sweep.folder, format="table", shard=shard, show_frontier=False)
+
+
+def already_complete(settings, points, sweep_dir: Path) -> bool:
+    """Every point recorded complete with these very settings (a folder made with others is refused, as a
+    resumed sweep's is): nothing to run, and no models to load."""
+    from ssdbench.run.sweep import index_entry, point_status
+    from ssdbench.run.sweep_index import open_index
+
+    if not all(point_status(sweep_dir / p.name) == "complete" for p in points):
+        return False
+    open_index(sweep_dir, settings, [index_entry(p) for p in points])  # raises on other settings
+    return True
 
 
 def judge_studies(chosen, base, quick: bool) -> list:
@@ -132,9 +156,10 @@ def print_findings(findings, format: str, console: Console) -> None:
         typer.echo(markdown_table(findings))
         return
     table = Table(title="Findings", title_justify="left")
-    for column in ("study", "claim", "measured", "figure [95% CI]", "verdict", "why"):
+    for column in ("study", "claim: what is measured", "figure [95% CI]", "verdict", "why"):
         table.add_column(column, overflow="fold")
     colour = {"holds": "green", "does not hold": "red", "inconclusive": "yellow"}
     for f in findings:
-        table.add_row(f.study, f.claim, f.measured, format_figure(f), f"[{colour[f.verdict]}]{f.verdict}[/]", f.reason)
+        table.add_row(f.study, f"{f.claim}: [dim]{f.measured}[/]", format_figure(f),
+                      f"[{colour[f.verdict]}]{f.verdict}[/]", f.reason)
     console.print(table)

@@ -71,6 +71,8 @@ def load_study(out: Path, sweeps: list[StudySweep], base: RunSettings) -> StudyD
 
 
 def study_base(base: RunSettings, sweep: StudySweep) -> RunSettings:
+    """The sweep's base settings: the user's with the study's; no `out` (each point gets its folder), so the
+    shards of one study, run into folders of their own, record the same settings and can be merged."""
     import dataclasses
 
-    return dataclasses.replace(base, **sweep.settings)
+    return dataclasses.replace(base, **sweep.settings, out=None)
