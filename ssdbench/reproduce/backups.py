@@ -52,8 +52,9 @@ def miss_costs(steps: pd.DataFrame) -> str:
     misses = steps[(steps["method"] == "ssd") & (steps["cache_hit"] == False)]  # noqa: E712 (nullable column)
     parts = []
     for backup, rows in misses.groupby("p_backup"):
-        parts.append(f"{backup}: {rows['step_ms'].median():.1f} ms per miss round, {rows['emitted'].mean():.2f} "
-                     f"tokens ({len(rows)} misses)")
+        ms, tokens = rows["step_ms"].median(), rows["emitted"].mean()
+        parts.append(f"{backup}: {ms:.1f} ms per miss round (median), {tokens:.2f} tokens, {1e3 * tokens / ms:.1f} "
+                     f"tokens/s on misses ({len(rows)} misses)")
     return "; ".join(parts) or "no miss recorded"
 
 

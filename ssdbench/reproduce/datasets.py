@@ -10,7 +10,7 @@ faster than sd; the paper's figure stands beside each.
 from __future__ import annotations
 
 from ssdbench.metrics.stats import geometric_mean_ci
-from ssdbench.reproduce.findings import Finding, judge_above, unmeasurable
+from ssdbench.reproduce.findings import FAILS, HOLDS, Finding, judge_above, unmeasurable
 from ssdbench.reproduce.resample import paired_ratio
 from ssdbench.reproduce.study import Study, StudyData, StudySweep
 
@@ -51,7 +51,28 @@ def judge(data: StudyData) -> list[Finding]:
                                     f"ssd's decode tok/s over {base_method}'s", interval.estimate, interval.low,
                                     interval.high, verdict, reason, paper=paper,
                                     settings={"suite": suite, "prompts": interval.n}))
+    findings.append(judge_order(data.requests))
     return findings
+
+
+def judge_order(requests) -> Finding:
+    """The datasets ranked by ssd's speedup over ar, beside the paper's ranking (Spearman's rho)."""
+    import numpy as np
+
+    claim = "the datasets rank by SSD's speedup as in the paper (GSM8K > HumanEval > Alpaca > UltraFeedback)"
+    measured = {suite: geometric_mean_ci(paired_ratio(rows, "method", "ssd", "ar").to_numpy()).estimate
+                for suite, rows in requests.groupby("suite") if suite in PAPER}
+    if len(measured) < 3:
+        return unmeasurable(NAME, claim, "Spearman's rho, measured vs the paper's order",
+                            f"only {len(measured)} of the paper's {len(PAPER)} datasets measured here (the others "
+                            "need --data-dir); a ranking needs three", settings={"measured": measured})
+    suites = sorted(measured)
+    paper_rank = np.argsort(np.argsort([-float(PAPER[s].rstrip("x")) for s in suites]))
+    our_rank = np.argsort(np.argsort([-measured[s] for s in suites]))
+    rho = float(np.corrcoef(paper_rank, our_rank)[0, 1])
+    verdict, reason = (HOLDS, "the same order") if rho == 1.0 else (FAILS, "another order")
+    return Finding(NAME, claim, "Spearman's rho, measured vs the paper's order", rho, float("nan"), float("nan"),
+                   verdict, f"{reason} (no interval: one speedup per dataset)", settings={"measured": measured})
 
 
 STUDY = Study(NAME, "SSD ~4.7x AR on average, up to 2x over SD", "HumanEval 5.2x, GSM8K 5.5x, Alpaca 4.1x, "
