@@ -49,8 +49,8 @@ def projection_for(linear, rows: int) -> Projection | None:
     """Our C kernel (gemv.c, dot_i8.c, tiles_i8.c, vnni_i8.c) that `linear` runs for a step of `rows` rows, as pointers;
     None when it runs another kernel for that many rows (a row split hands many rows to its other side).
 
-    Their linears (`GemvLinear`, models/int8.py's `Int8GemvLinear`, `Int8DotLinear`, models/int8_tiles.py's
-    `Int8TilesLinear`, models/int8_vnni.py's `Int8VnniLinear`) say so by their `gemv_pointers`: (weight, scales
+    Their linears (`GemvLinear`, models/int8/'s `Int8GemvLinear`, `Int8DotLinear`, models/int8/tiles.py's
+    `Int8TilesLinear`, models/int8/vnni.py's `Int8VnniLinear`) say so by their `gemv_pointers`: (weight, scales
     or None, bias or None, in_features, out_features[, int8 inputs: 1 for dot_i8.c, 2 for tiles_i8.c, 3 for
     vnni_i8.c[, weight sums]]).
     """

@@ -1,6 +1,6 @@
 """The `gemv` kernels: gemv.c, compiled on first use for this CPU and called through ctypes.
 
-`GemvLinear` is the float32 dense kernel; models/int8.py's `Int8GemvLinear` calls the int8 one
+`GemvLinear` is the float32 dense kernel; models/int8/'s `Int8GemvLinear` calls the int8 one
 (`gemv_i8_function`).
 
 Nothing here assumes the compiler or a CPU feature: `gemv_unavailable_reason` says why the

@@ -29,7 +29,7 @@ def on_our_kernels(weights: str) -> dict:
     if weights == "fp32-packed":
         return {"weights": "fp32", "linear_kernel": "packed_f32"}
     from ssdbench.kernels.gemv import tiles_i8_unavailable_reason, vnni_i8_unavailable_reason
-    from ssdbench.models.int8 import INT8_CANDIDATES
+    from ssdbench.models.int8.select import INT8_CANDIDATES
     if weights == "int8_tiles" and (reason := tiles_i8_unavailable_reason("cpu")) is not None:
         pytest.skip(reason)
     if weights == "int8_vnni" and (reason := vnni_i8_unavailable_reason("cpu")) is not None:
@@ -256,7 +256,7 @@ def test_a_split_between_two_of_our_kernels_stays_fused_on_both_sides():
     """int8_gemv for few rows, int8_dot for more (a split the probe may choose): each step runs fused on
     the side the probe gave its row count, computing what the Python path computes on that side."""
     from ssdbench.kernels.linear import RowSplitLinear
-    from ssdbench.models.int8 import Int8DotLinear
+    from ssdbench.models.int8.rows import Int8DotLinear
 
     hf = tiny_hf_model("llama")
     fused, plain = (native_of(hf, max_len=64, **on_our_kernels("int8_gemv")) for _ in range(2))

@@ -7,10 +7,11 @@ import torch
 
 from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason
-from ssdbench.models.int8_dynamic import ENGINES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, dynamic_unavailable_reason
-from ssdbench.models.int8 import (INT8_CANDIDATES, INT8_DEQUANT, INT8_GEMV, INT8_PACK, Int8DequantLinear,
-                                  INT8_CLASSES, Int8DotLinear, Int8GemvLinear, Int8PackLinear, quantize_int8,
-                                  select_int8_kernel)
+from ssdbench.models.int8.dynamic import ENGINES, INT8_BF16, INT8_FBGEMM, INT8_ONEDNN, dynamic_unavailable_reason
+from ssdbench.models.int8.select import INT8_CANDIDATES, INT8_CLASSES, select_int8_kernel
+from ssdbench.models.int8.rows import (INT8_DEQUANT, INT8_GEMV, INT8_PACK, Int8DequantLinear, Int8DotLinear,
+                                       Int8GemvLinear, Int8PackLinear)
+from ssdbench.models.int8.quantise import quantize_int8
 
 SHAPES = ((32, 48), (48, 32))
 needs_gemv = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
@@ -127,8 +128,8 @@ def test_a_rows_int8_result_does_not_depend_on_how_many_rows_share_the_call(isa_
 @needs_gemv
 @pytest.mark.parametrize("block_bytes", [64 * 4 * 16, 64 * 4 * 17, 1 << 20])  # 16, 17 (a ragged last block), all 40
 def test_the_widened_block_gemm_matches_the_quantised_linear_at_any_block_size(monkeypatch, block_bytes):
-    from ssdbench.models import int8
-    monkeypatch.setattr(int8, "WIDENED_BLOCK_BYTES", block_bytes)
+    from ssdbench.models.int8 import rows
+    monkeypatch.setattr(rows, "WIDENED_BLOCK_BYTES", block_bytes)
     gen = torch.Generator().manual_seed(4)
     w, b = torch.randn(40, 64, generator=gen), torch.randn(40, generator=gen)  # [out, in], [out]
     x = torch.randn(2, 70, 64, generator=gen)  # [.., rows, in]: a prefill's many rows
@@ -204,7 +205,7 @@ def test_the_bf16_layout_holds_the_int8_values_exactly_and_rounds_only_activatio
 def test_the_gemm_candidates_are_judged_by_their_own_needs_not_int8packs():
     """int8pack_mm crashes on input widths that are not multiples of 16; the GEMM candidates take any width,
     and say plainly where they cannot run."""
-    from ssdbench.models.int8 import _int8_unavailable_reason
+    from ssdbench.models.int8.select import _int8_unavailable_reason
 
     odd = ((24, 40), (40, 24))
     assert _int8_unavailable_reason(INT8_PACK, "cpu", odd) is not None
@@ -275,7 +276,7 @@ def test_int8pack_is_not_tried_on_widths_that_crash_it():
 
 SATURATION_CHECK = """
 import torch
-from ssdbench.models.int8_dynamic import INT8_ONEDNN, Int8OnednnLinear, needs_reduced_range
+from ssdbench.models.int8.dynamic import INT8_ONEDNN, Int8OnednnLinear, needs_reduced_range
 w = torch.ones(8, 64)  # [out, in]: every product at full range
 linear = Int8OnednnLinear(w, None, device="cpu")
 full = torch.ops.quantized.linear_dynamic(torch.ones(1, 64), linear.packed, False)

@@ -11,8 +11,9 @@ from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import gemv_unavailable_reason
 from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
                                     onednn_unavailable_reason, select_dense_kernel)
-from ssdbench.models.int8 import (INT8_BF16, INT8_CANDIDATES, INT8_DEQUANT, INT8_DOT, INT8_FBGEMM, INT8_GEMV,
-                                  INT8_ONEDNN, INT8_PACK)
+from ssdbench.models.int8.dynamic import INT8_BF16, INT8_FBGEMM, INT8_ONEDNN
+from ssdbench.models.int8.select import INT8_CANDIDATES
+from ssdbench.models.int8.rows import INT8_DEQUANT, INT8_DOT, INT8_GEMV, INT8_PACK
 from ssdbench.models.llama import build_native_model
 from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 

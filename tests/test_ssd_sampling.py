@@ -116,7 +116,7 @@ def engine_pair(request):
       of its rows, so a branch's draft distribution depends on the branches beside it in the tree step;
     - int8_tiles (AMX), run by the fused step: tree steps of many rows through kernels/decode_layer.c.
     What ssd emits must not change."""
-    from ssdbench.models.int8 import INT8_CANDIDATES, _int8_unavailable_reason
+    from ssdbench.models.int8.select import INT8_CANDIDATES, _int8_unavailable_reason
     from ssdbench.models.llama import build_native_model
     from tiny_models import native, perturbed, tiny_llama_config, tiny_state_dict
 

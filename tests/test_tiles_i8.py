@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason, tiles_i8_functions, tiles_i8_unavailable_reason
-from ssdbench.models.int8 import quantize_int8
+from ssdbench.models.int8.quantise import quantize_int8
 
 needs_library = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
                                    reason=f"our C kernels cannot run here: {gemv_i8_unavailable_reason('cpu')}")
@@ -74,7 +74,7 @@ def test_the_tiles_equal_the_plain_loop_bit_for_bit(in_features, out_features, t
 
 @needs_tiles
 def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
-    from ssdbench.models.int8_tiles import Int8TilesLinear
+    from ssdbench.models.int8.tiles import Int8TilesLinear
 
     gen = torch.Generator().manual_seed(3)
     linear = Int8TilesLinear(torch.randn(300, 200, generator=gen), torch.randn(300, generator=gen), device="cpu")
@@ -88,7 +88,7 @@ def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
 @needs_tiles
 def test_the_probe_can_choose_the_tiles_and_the_model_runs_them_fused():
     from tests.test_native_model import native_of, tiny_hf_model
-    from ssdbench.models.int8 import INT8_CANDIDATES
+    from ssdbench.models.int8.select import INT8_CANDIDATES
 
     model = native_of(tiny_hf_model("llama"), weights="int8",
                       disabled_kernels=frozenset(INT8_CANDIDATES) - {"int8_tiles"})

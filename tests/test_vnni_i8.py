@@ -9,8 +9,8 @@ import torch
 from ssdbench.errors import UsageError
 from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason, vnni_i8_path, vnni_i8_unavailable_reason
-from ssdbench.models.int8 import INT8_CANDIDATES, select_int8_kernel
-from ssdbench.models.int8_vnni import INT8_VNNI, Int8VnniLinear
+from ssdbench.models.int8.select import INT8_CANDIDATES, select_int8_kernel
+from ssdbench.models.int8.vnni import INT8_VNNI, Int8VnniLinear
 from test_int8_kernels import ISA_PATHS, cc_without, int8_inputs_reference, isa_build, on_every_isa_build  # noqa: F401
 
 pytestmark = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,

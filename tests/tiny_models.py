@@ -39,7 +39,8 @@ def native(config, state, *, weights: str = "fp32"):
     """A native model on the kernels the fused step runs (kernels/decode_layer.c) where gemv.c builds here,
     so the exactness tests drive sd's and ssd's verify, glue and tree steps through it."""
     from ssdbench.kernels.gemv import gemv_unavailable_reason
-    from ssdbench.models.int8 import INT8_BF16, INT8_DEQUANT, INT8_FBGEMM, INT8_ONEDNN, INT8_PACK
+    from ssdbench.models.int8.dynamic import INT8_BF16, INT8_FBGEMM, INT8_ONEDNN
+    from ssdbench.models.int8.rows import INT8_DEQUANT, INT8_PACK
     from ssdbench.models.llama import build_native_model
 
     fused = gemv_unavailable_reason("cpu", torch.float32) is None

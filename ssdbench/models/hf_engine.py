@@ -66,7 +66,7 @@ class Int8LinearModule(torch.nn.Module):
     """An nn.Linear's place in a transformers model, computed by the native int8 draft's own linear."""
 
     def __init__(self, linear: torch.nn.Linear, choice) -> None:
-        from ssdbench.models.int8 import make_int8_linear
+        from ssdbench.models.int8.select import make_int8_linear
 
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -80,7 +80,7 @@ class Int8LinearModule(torch.nn.Module):
 def int8_weight_only_copy(model, choice):
     """transformers' side of `self-int8`: a copy whose every nn.Linear (lm_head included) is the
     same weight-only int8 linear as the native draft's: same quantised weights, and the kernel(s)
-    `choice` (models/int8.py's select_int8_kernel) names, which the native draft gets too."""
+    `choice` (models/int8/select.py's select_int8_kernel) names, which the native draft gets too."""
     import copy
 
     model = copy.deepcopy(model)  # norms and attention stay in the run's dtype, as in the native draft

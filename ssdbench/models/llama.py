@@ -3,7 +3,7 @@
 Laid out for memory-bound decoding: q/k/v fused into one projection and gate/up into
 another, a separate lm_head even when tied, RoPE tables gathered by logical position.
 Projections are dense kernels from ssdbench.kernels.linear (oneDNN-packed weights on CPU,
-transposed `x @ w_t` elsewhere) or weight-only int8 (int8.py).
+transposed `x @ w_t` elsewhere) or weight-only int8 (int8/).
 The KV cache is static and slot-indexed (kv_cache.py); attention goes through a
 pluggable backend (ssdbench.kernels) with an explicit boolean mask, so the same forward
 runs a causal chain, a batch of rows of different lengths, or SSD's draft tree.
@@ -25,7 +25,7 @@ from ssdbench.kernels.decode_layer import NO_LIMIT, FusedDecode
 from ssdbench.kernels.gemv import openmp_fallback
 from ssdbench.kernels.linear import make_dense, select_dense_kernel
 from ssdbench.kernels.registry import get_backend
-from ssdbench.models.int8 import SECOND_LAYOUT, make_int8_linear, select_int8_kernel
+from ssdbench.models.int8.select import SECOND_LAYOUT, make_int8_linear, select_int8_kernel
 from ssdbench.models.kv_cache import StaticKVCache
 from ssdbench.models.shape import ModelShape, hf_param_shapes
 
@@ -239,11 +239,11 @@ def build_native_model(config, state_dict: dict[str, torch.Tensor], *, device="c
                        skip_layers: tuple[int, ...] = (), int8_kernel: str = "auto") -> NativeCausalLM:
     """A native model from a transformers config and a state dict in Hugging Face naming.
 
-    weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8.py),
+    weights "fp32": dense projections stored in `dtype`; "int8": weight-only int8 (int8/),
     the rest (embedding, norms, KV cache, attention) in `dtype`. Logits are fp32 either way.
     linear_kernel "auto" probes the dense kernels (kernels/probe.py), skipping `disabled_kernels`
     (also int8 ones), and reuses an earlier choice of this machine from `kernel_cache`; int8_kernel
-    "auto" probes the int8 kernels alike, a name (models/int8.py) pins one.
+    "auto" probes the int8 kernels alike, a name (models/int8/select.py) pins one.
     skip_layers: decoder layers (checkpoint indices) to leave out, the self-skip draft: the
     residual stream passes them unchanged; their weights are not read and get no KV cache.
     """

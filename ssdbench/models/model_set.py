@@ -16,7 +16,7 @@ from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, unwrapped, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
-from ssdbench.models.int8 import select_int8_kernel
+from ssdbench.models.int8.select import select_int8_kernel
 from ssdbench.models.llama import build_native_model, build_random_model, int8_kernels_without_room, projection_shapes
 from ssdbench.models.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
@@ -47,7 +47,7 @@ class ModelSettings:
     dtype: str = "float32"
     attention: str = "sdpa"
     linear_kernel: str = "auto"
-    int8_kernel: str = "auto"  # the int8 draft's kernel: auto probes, a name pins (models/int8.py)
+    int8_kernel: str = "auto"  # the int8 draft's kernel: auto probes, a name pins (models/int8/select.py)
     device: str = "cpu"  # where the target (and sd's in-process draft) runs
     engines: tuple[str, ...] = ("native",)
     allow_download: bool = False

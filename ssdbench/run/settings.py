@@ -25,7 +25,7 @@ BACKUPS = ("jit", "fast", "auto")
 CUDA_GRAPH_MODES = ("auto", "on", "off")  # as models/cuda_graphs.py
 LINEAR_KERNELS = ("auto", "onednn", "gemv", "packed_f32", "matmul")  # as kernels/linear.py (tests check)
 INT8_KERNELS = ("auto", "int8_tiles", "int8_vnni", "int8_dot", "int8_gemv", "int8_bf16", "int8_fbgemm", "int8_onednn",
-                "int8pack_mm", "int8_dequant")  # "auto" and models/int8.py's candidates (tests check)
+                "int8pack_mm", "int8_dequant")  # "auto" and models/int8/select.py's candidates (tests check)
 # Settings a sweep loads its models and prompts with, once for every point: none of them can be an axis.
 SWEEP_FIXED = ("target", "draft", "suite", "data_dir", "num_prompts", "chat_template", "truncate_prompts", "dtype",
                "device", "sd_draft_device", "engines", "attention", "linear_kernel", "int8_kernel", "tp", "threads", "cuda_graphs",
@@ -54,7 +54,7 @@ class RunSettings:
     engines: tuple[str, ...] = ("native",)
     attention: str = "sdpa"
     linear_kernel: str = "auto"  # the native engine's dense kernel; "auto" probes (kernels/probe.py)
-    int8_kernel: str = "auto"  # the int8 draft's kernel; "auto" probes (models/int8.py)
+    int8_kernel: str = "auto"  # the int8 draft's kernel; "auto" probes (models/int8/select.py)
     threads: int | None = None
     tp: int = 1  # tensor-parallel ranks of the target (models/tensor_parallel.py)
     cuda_graphs: str = "auto"  # auto | on | off (models/cuda_graphs.py)

@@ -44,7 +44,7 @@ class DraftSpec:
     random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
     cuda_graphs: str = "auto"  # the draft's plain steps replay CUDA graphs on CUDA (models/cuda_graphs.py)
     posts_forks: bool = False  # --acceptance synthetic:...,hit=H: tell the verifier each fork (codec.write_forks)
-    int8_kernel: str = "auto"  # --int8-kernel: the int8 draft's kernel, probed or pinned (models/int8.py)
+    int8_kernel: str = "auto"  # --int8-kernel: the int8 draft's kernel, probed or pinned (models/int8/select.py)
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:

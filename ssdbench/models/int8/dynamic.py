@@ -36,6 +36,8 @@ import warnings
 
 import torch
 
+from ssdbench.models.int8.quantise import quantize_int8
+
 INT8_BF16 = "int8_bf16"
 INT8_FBGEMM = "int8_fbgemm"
 INT8_ONEDNN = "int8_onednn"
@@ -98,7 +100,6 @@ class Int8DynamicLinear:
     8-bit digits per row (see the module docstring). CPU, x's dtype out."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
-        from ssdbench.models.int8 import quantize_int8
 
         if (reason := dynamic_unavailable_reason(self.name, torch.device(device).type)) is not None:
             raise RuntimeError(f"{self.name} unavailable: {reason}")
@@ -146,7 +147,6 @@ class Int8Bf16Linear:
     name = INT8_BF16
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
-        from ssdbench.models.int8 import quantize_int8
 
         if (reason := dynamic_unavailable_reason(self.name, torch.device(device).type)) is not None:
             raise RuntimeError(f"{self.name} unavailable: {reason}")

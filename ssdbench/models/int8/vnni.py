@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason, vnni_i8_functions, vnni_i8_path
+from ssdbench.models.int8.quantise import quantize_int8
 
 INT8_VNNI = "int8_vnni"
 VNNI_KIND = 3  # decode_layer.c's projection kind for this kernel
@@ -32,7 +33,6 @@ class Int8VnniLinear:
     name = INT8_VNNI
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
-        from ssdbench.models.int8 import quantize_int8  # int8.py lists this kernel among its candidates
 
         if (reason := gemv_i8_unavailable_reason(device)) is not None:  # built without AVX2 it runs its plain
             raise RuntimeError(f"int8 vnni kernel unavailable: {reason}")

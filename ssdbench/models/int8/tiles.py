@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ssdbench.kernels.gemv import tiles_i8_functions, tiles_i8_unavailable_reason
+from ssdbench.models.int8.quantise import quantize_int8
 
 INT8_TILES = "int8_tiles"
 
@@ -27,7 +28,6 @@ class Int8TilesLinear:
     name = INT8_TILES
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, device, quantized=None) -> None:
-        from ssdbench.models.int8 import quantize_int8  # int8.py lists this kernel among its candidates
 
         if (reason := tiles_i8_unavailable_reason(device)) is not None:
             raise RuntimeError(f"int8 tiles kernel unavailable: {reason}")
