@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ssdbench.models.source import resolve_model
-from ssdbench.models.weights import load_config, load_state_dict
+from ssdbench.models.checkpoint.source import resolve_model
+from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 
 extra, out = int(sys.argv[1]), Path(sys.argv[2])
 source = resolve_model("smollm2-135m")
@@ -28,6 +28,6 @@ config.num_hidden_layers = n + extra
 out.mkdir(parents=True, exist_ok=True)
 config.save_pretrained(out)
 save_file({k: v.contiguous() for k, v in state.items()}, out / "model.safetensors")
-from ssdbench.models.weights import load_tokenizer
+from ssdbench.models.checkpoint.weights import load_tokenizer
 load_tokenizer(source).save_pretrained(out)
 print("wrote", out, "layers", n + extra)

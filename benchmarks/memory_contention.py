@@ -2,8 +2,8 @@
 does), sleeps in 0.1 ms steps, streams memory, or multiplies in cache."""
 import os, sys, time, statistics, subprocess, torch
 os.sched_setaffinity(0, {0}); torch.set_num_threads(1)
-from ssdbench.models.source import resolve_model
-from ssdbench.models.weights import load_config, load_state_dict
+from ssdbench.models.checkpoint.source import resolve_model
+from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 from ssdbench.models.llama import build_native_model
 src = resolve_model("smollm2-135m")
 m = build_native_model(load_config(src), load_state_dict(src, dtype=torch.float32))

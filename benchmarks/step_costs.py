@@ -22,8 +22,8 @@ import torch
 from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.llama import build_native_model, projection_shapes
 from ssdbench.kernels.floors import Rates, measure_rates
-from ssdbench.models.source import resolve_model
-from ssdbench.models.weights import load_config, load_state_dict
+from ssdbench.models.checkpoint.source import resolve_model
+from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 from ssdbench.profiling.environment import cpu_model
 from ssdbench.speculation.tree import Branch, layout_tree
 

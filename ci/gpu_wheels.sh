@@ -71,7 +71,7 @@ fi
 
 # The embedded model's tokenizer files alone (~3.5 MiB), from this machine's converted copy: with
 # them --random-weights runs where the model package cannot travel (SSDBENCH_TOKENIZER).
-tokenizer_from=$(${PYTHON:-python3} -c 'from ssdbench.models.embedded import converted_folder, embedded_gguf_path; print(converted_folder(embedded_gguf_path()))' 2>/dev/null || true)
+tokenizer_from=$(${PYTHON:-python3} -c 'from ssdbench.models.checkpoint.embedded import converted_folder, embedded_gguf_path; print(converted_folder(embedded_gguf_path()))' 2>/dev/null || true)
 if [[ -n $tokenizer_from && -f $tokenizer_from/tokenizer.json ]]; then
   mkdir -p "$DEST/tokenizer"
   cp "$tokenizer_from"/tokenizer.json "$tokenizer_from"/tokenizer_config.json "$DEST/tokenizer/"

@@ -6,7 +6,7 @@
 Nothing here assumes the compiler or a CPU feature: `gemv_unavailable_reason` says why the
 kernel cannot be tried (no C compiler, a failed build, a GPU device, a dtype other than
 float32), and the probe then keeps the other candidates. The build is cached per source,
-compiler flags and CPU (`$XDG_CACHE_HOME/ssdbench/kernels/`), written atomically, so a second
+compiler flags and CPU (`the cache root (ssdbench/cache.py): kernels/`), written atomically, so a second
 process (ssd's draft) loads what the first built. The library is loaded only after torch so
 its OpenMP regions share torch's thread pool instead of starting a second one that would
 spin against it on the same cores. Where the build would bring its own OpenMP runtime all
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ssdbench.machine_cache import cache_file
+from ssdbench.cache import cache_file
 from ssdbench.profiling.environment import cpu_model
 
 SOURCE = Path(__file__).with_name("gemv.c")

@@ -12,7 +12,7 @@ in both layouts and dispatches on the row count (twice the dense weights' memory
 where the caller allows it).
 
 Timings are noisy on a loaded machine, so a choice is cached per host, CPU, thread count,
-dtype and shapes (`$XDG_CACHE_HOME/ssdbench/kernels.json`): runs on one machine use the
+dtype and shapes (`the cache root (ssdbench/cache.py): kernels.json`): runs on one machine use the
 same kernels and stay comparable. The trials are recorded in the run manifest.
 """
 
@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from ssdbench.errors import error_line
-from ssdbench.machine_cache import cache_file, read_entries, write_entry
+from ssdbench.cache import cache_file
+from ssdbench.machine_cache import read_entries, write_entry
 from ssdbench.profiling.environment import cpu_model
 
 TINY_IN, TINY_OUT, TINY_ROWS = 64, 48, 3

@@ -1,4 +1,4 @@
-"""Small per-machine JSON caches under `$XDG_CACHE_HOME/ssdbench/` (measured bandwidth, probed kernels).
+"""Small per-machine JSON caches in the cache root (ssdbench/cache.py): measured bandwidth, probed kernels.
 
 Best effort both ways: an unreadable cache reads as empty, and one that cannot be written
 only costs a new measurement. Writes are atomic (temporary file, then rename).
@@ -9,12 +9,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-
-
-def cache_file(name: str) -> Path:
-    """`$XDG_CACHE_HOME/ssdbench/<name>` (default `~/.cache/ssdbench/<name>`)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ssdbench" / name
 
 
 def read_entries(path: Path) -> dict:

@@ -49,7 +49,7 @@ def code_prompt_ids() -> list[int]:
     """A short code prompt in SmolLM2's ids, read from the GGUF's vocabulary (no model load)."""
     from gguf import GGUFReader
 
-    from ssdbench.models.embedded import embedded_gguf_path
+    from ssdbench.models.checkpoint.embedded import embedded_gguf_path
 
     field = GGUFReader(str(embedded_gguf_path())).fields["tokenizer.ggml.tokens"]
     vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}

@@ -45,7 +45,7 @@ def templated_ids():
     """TEXT as the methods' prompt: SmolLM2's tokenizer with its chat template (suites.chat)."""
     from transformers import AutoTokenizer
 
-    from ssdbench.models.embedded import converted_folder, embedded_gguf_path
+    from ssdbench.models.checkpoint.embedded import converted_folder, embedded_gguf_path
 
     require_server()
     tokenizer = AutoTokenizer.from_pretrained(str(converted_folder(embedded_gguf_path())))

@@ -20,6 +20,7 @@ def test_no_upward_imports_and_no_cycles_in_the_package():
     edges, _ = checker.graph(ROOT)
     assert checker.upward_arrows(edges) == []
     assert checker.cycles(edges) == []
+    assert checker.module_cycles(edges) == []
     assert not [m for m in edges if checker.layer_of(m) is None and m != "ssdbench"]
 
 
@@ -37,6 +38,22 @@ def test_the_checker_sees_an_upward_import_and_a_cycle_even_inside_a_function(tm
     assert checker.upward_arrows(edges) == [("ssdbench.models.shape", "models", "ssdbench.run.plan", "run")]
     assert checker.cycles(edges) == [["ssdbench.models", "ssdbench.run"]]
     assert inside == 1
+
+
+def test_the_checker_sees_a_cycle_between_modules_of_one_package(tmp_path):
+    """The circles a package-level check passes: models.source <-> models.weights, one import inside a
+    function and one as `from package import module`; a package's __init__ importing its modules is none."""
+    checker = load_checker()
+    package = tmp_path / "ssdbench" / "models"
+    package.mkdir(parents=True)
+    (tmp_path / "ssdbench" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from ssdbench.models import source\n")
+    (package / "source.py").write_text("from ssdbench.models import weights\n")
+    (package / "weights.py").write_text("def f():\n    from ssdbench.models.source import Source\n")
+    (package / "shape.py").write_text("import ssdbench.models\n")
+    edges, _ = checker.graph(tmp_path)
+    assert checker.cycles(edges) == []  # one package: the package-level check sees nothing
+    assert checker.module_cycles(edges) == [["ssdbench.models.source", "ssdbench.models.weights"]]
 
 
 def test_the_command_line_starts_without_torch():

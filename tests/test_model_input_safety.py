@@ -162,7 +162,7 @@ def test_a_gguf_that_is_not_one(tmp_path, monkeypatch):
 
 
 def test_a_truncated_gguf(tmp_path, monkeypatch):
-    from ssdbench.models.embedded import embedded_gguf_path
+    from ssdbench.models.checkpoint.embedded import embedded_gguf_path
 
     monkeypatch.setenv("SSDBENCH_CACHE_DIR", str(tmp_path / "cache"))
     with open(embedded_gguf_path(), "rb") as f:

@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from ssdbench.errors import ModelNotFoundError, UsageError
-from ssdbench.models import embedded
-from ssdbench.models.source import hub_cache_dir, resolve_model
-from ssdbench.models.weights import (
-    check_same_vocabulary, load_config, load_state_dict, load_tokenizer, ssdbench_cache_dir, weight_file_hashes,
+from ssdbench.cache import cache_root
+from ssdbench.models.checkpoint import embedded
+from ssdbench.models.checkpoint.source import hub_cache_dir, resolve_model
+from ssdbench.models.checkpoint.weights import (
+    check_same_vocabulary, load_config, load_state_dict, load_tokenizer, weight_file_hashes,
 )
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -133,7 +134,7 @@ def test_conversion_failure_leaves_nothing_that_looks_valid(tmp_path, empty_cach
     monkeypatch.setattr(embedded, "_convert_into", fail_halfway)
     with pytest.raises(KeyboardInterrupt):
         resolve_model(str(gguf))
-    models_dir = ssdbench_cache_dir() / "models"
+    models_dir = cache_root() / "models"
     assert list(models_dir.iterdir()) == []
     monkeypatch.setattr(embedded, "_convert_into", fake_converter)
     source = resolve_model(str(gguf))
@@ -145,7 +146,7 @@ def test_conversion_failure_leaves_nothing_that_looks_valid(tmp_path, empty_cach
 def test_conversion_replaces_damaged_folder_and_yields_to_a_concurrent_winner(tmp_path, empty_caches, monkeypatch):
     gguf = tmp_path / "Tiny.gguf"
     gguf.write_bytes(b"GGUF two")
-    final = ssdbench_cache_dir() / "models" / f"Tiny-{hashlib.sha256(b'GGUF two').hexdigest()[:12]}"
+    final = cache_root() / "models" / f"Tiny-{hashlib.sha256(b'GGUF two').hexdigest()[:12]}"
     final.mkdir(parents=True)
     (final / "config.json").write_text("{}")  # under the final name, but no completion record
     monkeypatch.setattr(embedded, "_convert_into", fake_converter)
@@ -279,13 +280,13 @@ def test_default_cache_locations(tmp_path, monkeypatch):
     """The real default locations' logic; nothing is written anywhere."""
     for name in ("SSDBENCH_CACHE_DIR", "XDG_CACHE_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME"):
         monkeypatch.delenv(name, raising=False)
-    assert ssdbench_cache_dir() == Path.home() / ".cache" / "ssdbench"
+    assert cache_root() == Path.home() / ".cache" / "ssdbench"
     assert hub_cache_dir() == Path.home() / ".cache" / "huggingface" / "hub"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert ssdbench_cache_dir() == tmp_path / "xdg" / "ssdbench"
+    assert cache_root() == tmp_path / "xdg" / "ssdbench"
     assert hub_cache_dir() == tmp_path / "xdg" / "huggingface" / "hub"
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("SSDBENCH_CACHE_DIR", str(tmp_path / "mine"))
-    assert (ssdbench_cache_dir(), hub_cache_dir()) == (tmp_path / "mine", tmp_path / "hf" / "hub")
-    assert ssdbench_cache_dir(tmp_path / "arg") == tmp_path / "arg"
+    assert (cache_root(), hub_cache_dir()) == (tmp_path / "mine", tmp_path / "hf" / "hub")
+    assert cache_root(tmp_path / "arg") == tmp_path / "arg"
     assert not (tmp_path / "mine").exists()

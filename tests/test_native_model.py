@@ -252,7 +252,7 @@ def test_smollm2_matches_transformers():
     """The real shipped model, loaded the way `ssdbench run` loads it (converted once, then cached)."""
     from transformers import AutoModelForCausalLM
 
-    from ssdbench.models.source import resolve_model
+    from ssdbench.models.checkpoint.source import resolve_model
 
     source = resolve_model("smollm2-135m")
     hf = AutoModelForCausalLM.from_pretrained(source.path).eval()

@@ -166,7 +166,7 @@ def shipped_twins():
     one-row steps on gemv.c (ar's path) and the Python path on MKL's sgemm (a verify's), a greedy prefix."""
     from ssdbench.kernels.gemv import gemv_unavailable_reason
     from ssdbench.models.llama import build_native_model
-    from ssdbench.models.source import resolve_model
+    from ssdbench.models.checkpoint.source import resolve_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if (reason := gemv_unavailable_reason("cpu", torch.float32)) is not None:

@@ -89,8 +89,8 @@ def test_random_weights_take_the_tokenizer_alone_from_a_folder(tmp_path, monkeyp
     """A GPU machine without the 89 MiB model package tokenises with the tokenizer files alone."""
     import shutil
 
-    from ssdbench.models.embedded import converted_folder, embedded_gguf_path
-    from ssdbench.models.random_weights import TOKENIZER_ENV, random_weights_tokenizer
+    from ssdbench.models.checkpoint.embedded import converted_folder, embedded_gguf_path
+    from ssdbench.models.checkpoint.random_weights import TOKENIZER_ENV, random_weights_tokenizer
 
     embedded = converted_folder(embedded_gguf_path())
     folder = tmp_path / "tokenizer"

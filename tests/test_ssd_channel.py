@@ -39,8 +39,8 @@ def _target_on(folder, device: str):
 
 def _cuda_target(folder):
     from ssdbench.models.llama import build_native_model
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_config, load_state_dict
+    from ssdbench.models.checkpoint.source import resolve_model
+    from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 
     source = resolve_model(str(folder))
     return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device="cuda")

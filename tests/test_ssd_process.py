@@ -38,8 +38,8 @@ def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str |
 
 def target_model(folder: Path):
     from ssdbench.models.llama import build_native_model
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_config, load_state_dict
+    from ssdbench.models.checkpoint.source import resolve_model
+    from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 
     source = resolve_model(str(folder))
     return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32))

@@ -8,8 +8,8 @@ from ssdbench.errors import UsageError
 from ssdbench.models.llama import build_native_model
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.tensor_parallel import ShardRecipe, launch, shard_lookup
-from ssdbench.models.weights import load_config, load_state_dict
-from ssdbench.models.source import resolve_model
+from ssdbench.models.checkpoint.weights import load_config, load_state_dict
+from ssdbench.models.checkpoint.source import resolve_model
 from tests.cli_fixtures import save_tiny_model
 
 
@@ -122,7 +122,7 @@ def test_what_tp_cannot_do_is_one_line(tiny_folder, tmp_path, extra, fragments):
 
 
 def test_the_lazy_lookup_gives_the_state_dict_one_tensor_at_a_time(tiny_folder):
-    from ssdbench.models.weights import lazy_state_lookup
+    from ssdbench.models.checkpoint.weights import lazy_state_lookup
 
     source = resolve_model(str(tiny_folder))
     state = load_state_dict(source, dtype=torch.float32)

@@ -84,8 +84,8 @@ def _categories(manifest: dict, data_dir: Path | None) -> dict[str, str]:
 
 
 def _decoder(config: dict):
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_tokenizer
+    from ssdbench.models.checkpoint.source import resolve_model
+    from ssdbench.models.checkpoint.weights import load_tokenizer
 
     tokenizer = load_tokenizer(resolve_model(str(config.get("target"))))
     return lambda ids: tokenizer.decode(ids, skip_special_tokens=True)

@@ -20,15 +20,16 @@ Format = Annotated[str, typer.Option("--format", help="table or json.")]
 
 
 def _embedded_status() -> dict:
-    from ssdbench.models.embedded import INSTALL_COMMAND, embedded_gguf_path
-    from ssdbench.models.weights import cached_sha256, read_conversion_record, ssdbench_cache_dir
+    from ssdbench.models.checkpoint.embedded import INSTALL_COMMAND, embedded_gguf_path
+    from ssdbench.cache import cache_root
+    from ssdbench.models.checkpoint.weights import cached_sha256, read_conversion_record
 
     try:
         gguf = embedded_gguf_path()
     except Exception as err:  # noqa: BLE001 - not installed: say why, never fail `ls`
         return {"name": DEFAULT_TARGET, "installed": False, "converted": False, "detail": str(err)}
     sha256 = cached_sha256(gguf)
-    models = ssdbench_cache_dir() / "models"
+    models = cache_root() / "models"
     folders = [f for f in models.iterdir() if (read_conversion_record(f) or {}).get("gguf_sha256") == sha256] \
         if models.is_dir() else []
     detail = str(folders[0]) if folders else f"{gguf} (converted on first use, ~30 s)"
@@ -37,8 +38,8 @@ def _embedded_status() -> dict:
 
 
 def _aliases() -> list[dict]:
-    from ssdbench.models.aliases import ALIASES
-    from ssdbench.models.source import hub_cache_dir
+    from ssdbench.models.checkpoint.aliases import ALIASES
+    from ssdbench.models.checkpoint.source import hub_cache_dir
 
     hub = hub_cache_dir()
     rows = []

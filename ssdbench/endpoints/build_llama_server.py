@@ -5,7 +5,7 @@ The sources come from a package registry: the MIT-licensed `llama-cpp-python` so
 vendors llama.cpp, server included. Only the two targets are built, on the CPU, with no curl and no
 OpenSSL (nothing here fetches models over the network), with `-j` jobs. The result lives in
 
-    $XDG_CACHE_HOME/ssdbench/llama-server/<llama-cpp-python version>/
+    <cache root>/llama-server/<llama-cpp-python version>/   (ssdbench/cache.py)
         bin/llama-server, bin/llama-quantize, build.json (what was built, how long it took)
         models/target.gguf, the embedded SmolLM2 GGUF (Q4_1); models/draft-Q4_0.gguf, a requantised copy
 
@@ -46,9 +46,9 @@ class BuildError(RuntimeError):
 
 
 def install_dir(cache_root: Path | None = None, version: str = SOURCE_VERSION) -> Path:
-    from ssdbench.models.weights import ssdbench_cache_dir
+    from ssdbench import cache  # a module: the parameter has the function's name
 
-    return ssdbench_cache_dir(cache_root) / "llama-server" / version
+    return cache.cache_root(cache_root) / "llama-server" / version
 
 
 def server_binary(cache_root: Path | None = None) -> Path | None:
@@ -109,7 +109,7 @@ def _fetch_sources(work: Path) -> Path:
 def _make_models(folder: Path, log) -> None:
     """The embedded SmolLM2 GGUF as the target (a copy: the cache outlives the virtual environment it came
     from) and a requantised copy as draft."""
-    from ssdbench.models.embedded import embedded_gguf_path
+    from ssdbench.models.checkpoint.embedded import embedded_gguf_path
 
     models = folder / "models"
     models.mkdir()

@@ -16,9 +16,9 @@ from ssdbench.endpoints.spec import EndpointPlan
 
 
 def launch_log_dir() -> Path:
-    from ssdbench.models.weights import ssdbench_cache_dir
+    from ssdbench.cache import cache_root
 
-    return ssdbench_cache_dir() / "endpoint-logs"
+    return cache_root() / "endpoint-logs"
 
 
 @contextlib.contextmanager

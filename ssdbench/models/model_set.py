@@ -15,14 +15,15 @@ from ssdbench.errors import UsageError
 from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, unwrapped, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
+from ssdbench.models.dtypes import torch_dtype
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.int8.select import select_int8_kernel
 from ssdbench.models.llama import build_native_model, build_random_model, int8_kernels_without_room, projection_shapes
-from ssdbench.models.random_weights import random_source, random_weights_tokenizer
+from ssdbench.models.checkpoint.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
-from ssdbench.models.source import resolve_model
-from ssdbench.models.weights import (
+from ssdbench.models.checkpoint.source import resolve_model
+from ssdbench.models.checkpoint.weights import (
     check_same_vocabulary,
     check_weights_match_config,
     load_config,
@@ -32,10 +33,6 @@ from ssdbench.models.weights import (
 )
 
 __all__ = ["NGRAM", "SELF_INT8", "ModelSet", "ModelSettings", "torch_dtype"]
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
     """Rank `rank`'s NativeCausalLM, its o/down projections all-reducing over `group`."""
     from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.llama import build_from_lookup
-    from ssdbench.models.model_set import torch_dtype
+    from ssdbench.models.dtypes import torch_dtype
 
     full, lookup = _full_shape_and_weights(recipe, device=rank_device(recipe.device, rank))
     local = build_from_lookup(full.tensor_parallel_shard(tp), shard_lookup(full, lookup, rank=rank, tp=tp),
@@ -128,9 +128,9 @@ def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
 
 def _full_shape_and_weights(recipe: ShardRecipe, *, device):
     from ssdbench.models.llama import random_weights_lookup
-    from ssdbench.models.random_weights import random_source
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import lazy_state_lookup, load_config
+    from ssdbench.models.checkpoint.random_weights import random_source
+    from ssdbench.models.checkpoint.source import resolve_model
+    from ssdbench.models.checkpoint.weights import lazy_state_lookup, load_config
 
     if recipe.random_shape is not None:
         source = random_source(recipe.random_shape, seed=recipe.random_seed, flag="--target")

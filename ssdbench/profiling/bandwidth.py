@@ -13,11 +13,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ssdbench.machine_cache import cache_file, read_entries, write_entry
+from ssdbench.cache import cache_file
+from ssdbench.machine_cache import read_entries, write_entry
 
 
 def default_cache_path() -> Path:
-    """`$XDG_CACHE_HOME/ssdbench/bandwidth.json` (default `~/.cache/ssdbench/...`)."""
+    """`the cache root (ssdbench/cache.py): bandwidth.json` (default `~/.cache/ssdbench/...`)."""
     return cache_file("bandwidth.json")
 
 

@@ -77,7 +77,7 @@ def gpus_to_fit(model: Model, gpu: GpuSpec) -> int:
 
 
 def _known(text: str):
-    from ssdbench.models.aliases import alias_repo_id
+    from ssdbench.models.checkpoint.aliases import alias_repo_id
     from ssdbench.models.shape import KNOWN_SHAPES
 
     name = (alias_repo_id(text) or text).strip().lower().rsplit("/", 1)[-1]

@@ -16,7 +16,8 @@ from ssdbench.decoding.workload import Workload
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
 from ssdbench.metrics.near_ties import greedy_divergences, next_token_logits
-from ssdbench.models.model_set import ModelSet, torch_dtype
+from ssdbench.models.dtypes import torch_dtype
+from ssdbench.models.model_set import ModelSet
 from ssdbench.models.tensor_parallel import rank_devices
 from ssdbench.profiling.bandwidth import measure_steady_read_bandwidth
 from ssdbench.profiling.devices import make_current

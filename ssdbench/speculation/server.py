@@ -103,10 +103,10 @@ def _build_draft_model(spec: DraftSpec):
     drawn exactly as the target's process draws them."""
     from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.llama import build_native_model, build_random_model
-    from ssdbench.models.model_set import torch_dtype
-    from ssdbench.models.random_weights import random_source
-    from ssdbench.models.source import resolve_model
-    from ssdbench.models.weights import load_config, load_state_dict
+    from ssdbench.models.dtypes import torch_dtype
+    from ssdbench.models.checkpoint.random_weights import random_source
+    from ssdbench.models.checkpoint.source import resolve_model
+    from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 
     weights, dtype = "int8" if spec.int8 else "fp32", torch_dtype(spec.dtype)
     if spec.random_shape is not None:

@@ -13,34 +13,22 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ssdbench.errors import ModelNotFoundError, UsageError
-from ssdbench.models.aliases import alias_repo_id, close_names
-from ssdbench.models.embedded import (
+from ssdbench.models.checkpoint.aliases import alias_repo_id, close_names
+from ssdbench.models.checkpoint.embedded import (
     EMBEDDED_NAMES, check_gguf_magic, converted_folder, embedded_gguf_path, embedded_origin, gguf_model_name,
 )
-from ssdbench.models.remote_code import check_remote_code
-from ssdbench.models.weights import check_weight_files, read_conversion_record
+from ssdbench.models.checkpoint.model_source import ModelSource
+from ssdbench.models.checkpoint.remote_code import check_remote_code
+from ssdbench.models.checkpoint.weights import check_weight_files, read_conversion_record
 from ssdbench.paths import check_reachable
 
 DOWNLOAD_FLAG = "--allow-download"
 # What a download fetches: config, safetensors, tokenizer; never .bin copies or original/*.pth.
 HUB_PATTERNS = ("*.json", "*.safetensors", "*.jinja", "tokenizer*", "*.model", "*.tiktoken", "merges.txt")
 _REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A model resolved to a local folder holding config.json, safetensors and tokenizer files."""
-
-    spec: str  # what the user typed
-    name: str  # display name, e.g. "SmolLM2-135M-Instruct"
-    kind: str  # "folder" | "hub-cache" | "gguf" | "embedded"
-    path: Path
-    origin: str  # where it came from: GGUF file, repo id @ commit, folder
-    trust_remote_code: bool = False  # whether transformers may run the folder's own code
 
 
 def resolve_model(spec: str, *, allow_download: bool = False, cache_dir: Path | str | None = None,

@@ -24,9 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ssdbench.cache import cache_root
 from ssdbench.errors import ModelNotFoundError, UsageError
-from ssdbench.models.weights import (
-    CONVERSION_RECORD, cached_sha256, read_conversion_record, sha256_of_file, ssdbench_cache_dir, weight_files,
+from ssdbench.models.checkpoint.weights import (
+    CONVERSION_RECORD, cached_sha256, read_conversion_record, sha256_of_file, weight_files,
 )
 
 EMBEDDED_NAMES = ("default", "smollm2", "smollm2-135m")
@@ -78,7 +79,7 @@ def converted_folder(gguf: Path, *, cache_dir: Path | str | None = None) -> Path
     gguf = gguf.expanduser().resolve()
     sha256 = cached_sha256(gguf, cache_dir=cache_dir)
     name = re.sub(r"[^\w.-]", "_", gguf_model_name(gguf))
-    final = ssdbench_cache_dir(cache_dir) / "models" / f"{name}-{sha256[:12]}"
+    final = cache_root(cache_dir) / "models" / f"{name}-{sha256[:12]}"
     if read_conversion_record(final) is not None:
         return final
     try:

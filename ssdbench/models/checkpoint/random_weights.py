@@ -26,8 +26,8 @@ def random_weights_tokenizer():
     """The prompts' tokenizer: from $SSDBENCH_TOKENIZER if set, else the embedded model's."""
     folder = os.environ.get(TOKENIZER_ENV)
     if not folder:
-        from ssdbench.models.source import resolve_model
-        from ssdbench.models.weights import load_tokenizer
+        from ssdbench.models.checkpoint.source import resolve_model
+        from ssdbench.models.checkpoint.weights import load_tokenizer
 
         return load_tokenizer(resolve_model(TOKENIZER_MODEL))
     from transformers import AutoTokenizer

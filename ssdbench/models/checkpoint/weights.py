@@ -14,29 +14,19 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ssdbench.cache import cache_root
 from ssdbench.errors import UsageError
 
 if TYPE_CHECKING:
     import torch
 
-    from ssdbench.models.source import ModelSource
+    from ssdbench.models.checkpoint.model_source import ModelSource
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
 PYTORCH_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth")
 CONVERSION_RECORD = "ssdbench-conversion.json"  # written last into a converted folder
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def ssdbench_cache_dir(cache_dir: Path | str | None = None) -> Path:
-    """ssdbench's cache root: `cache_dir`, else $SSDBENCH_CACHE_DIR, else $XDG_CACHE_HOME/ssdbench
-    or ~/.cache/ssdbench. Read at call time; nothing is created."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    if os.environ.get("SSDBENCH_CACHE_DIR"):
-        return Path(os.environ["SSDBENCH_CACHE_DIR"]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ssdbench"
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -62,14 +52,14 @@ def weight_files(folder: Path) -> list[Path]:
 
 def check_weight_files(folder: Path) -> None:
     """Every weight file whole and valid safetensors (headers only), else a one-line UsageError."""
-    from ssdbench.models.safetensors_header import read_headers
+    from ssdbench.models.checkpoint.safetensors_header import read_headers
 
     read_headers(weight_files(folder))
 
 
 def check_weights_match_config(source: ModelSource, config) -> None:
     """Tensor names and shapes in the headers are those config.json implies for the native engine."""
-    from ssdbench.models.safetensors_header import check_against_shapes, read_headers
+    from ssdbench.models.checkpoint.safetensors_header import check_against_shapes, read_headers
     from ssdbench.models.shape import ModelShape, hf_param_shapes
 
     expected = hf_param_shapes(ModelShape.from_hf_config(config))
@@ -183,7 +173,7 @@ def cached_sha256(path: Path, *, cache_dir: Path | str | None = None) -> str:
         return real.name  # Hugging Face cache: LFS blobs are stored under their sha256
     stat = real.stat()
     key = {"path": str(real), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    memo = ssdbench_cache_dir(cache_dir) / "hashes" / (hashlib.sha256(str(real).encode()).hexdigest()[:24] + ".json")
+    memo = cache_root(cache_dir) / "hashes" / (hashlib.sha256(str(real).encode()).hexdigest()[:24] + ".json")
     try:
         remembered = json.loads(memo.read_text())
         if {k: remembered.get(k) for k in key} == key:
