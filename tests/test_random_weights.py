@@ -36,16 +36,16 @@ def test_random_weight_shapes_are_the_published_ones(name):
 def test_the_target_and_the_ssd_draft_process_draw_the_same_weights():
     import torch
 
+    from ssdbench.models.recipe import ModelRecipe
     from ssdbench.speculation.server import DraftSpec, _build_draft
     from ssdbench.speculation.fan_out import build_fan_out
 
     plan = build_plan(RunSettings(target="smollm2-135m", random_weights=True, seed=5))
     models = ModelSet(plan.models)
     target = models.target("native")
-    spec = DraftSpec(model_path="", int8=False, dtype="float32", device="cpu", cores=None, attention="sdpa",
-                     linear_kernel="matmul", lookahead=2, fan_out=build_fan_out("1", k=2, fan_out_list=None,
-                                                                               miss_list=None),
-                     backup="jit", saguaro_c=1.0, seed=0, random_shape="smollm2-135m", random_seed=5)
+    recipe = ModelRecipe(random_shape="smollm2-135m", random_seed=5, linear_kernel="matmul")
+    spec = DraftSpec(recipe=recipe, cores=None, lookahead=2, backup="jit", saguaro_c=1.0, seed=0,
+                     fan_out=build_fan_out("1", k=2, fan_out_list=None, miss_list=None))
     draft = _build_draft(spec)
     tokens, positions = torch.tensor([[5, 9, 200, 31]]), torch.arange(4)[None]
     for model in (target, draft):

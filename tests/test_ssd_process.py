@@ -16,6 +16,7 @@ import torch
 from cli_fixtures import save_tiny_model
 from decode_helpers import decode, sampling_rows
 from ssdbench.errors import DraftServerError
+from ssdbench.models.recipe import ModelRecipe
 from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
 from ssdbench.speculation.fan_out import build_fan_out
 from ssdbench.speculation.server import DraftSpec
@@ -30,8 +31,7 @@ def folder(tmp_path_factory) -> Path:
 
 def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None, int8: bool = True,
              saguaro_c: float = 1.0, cores: tuple[int, ...] | None = None, fan_out: str = "2") -> DraftSpec:
-    return DraftSpec(model_path=model_path or str(folder), int8=int8, dtype="float32", device="cpu", cores=cores,
-                     attention="sdpa", linear_kernel="auto", lookahead=k,
+    return DraftSpec(recipe=ModelRecipe(model_path=model_path or str(folder), int8=int8), cores=cores, lookahead=k,
                      fan_out=build_fan_out(fan_out, k=k, fan_out_list=None, miss_list=None),
                      backup=backup, saguaro_c=saguaro_c, seed=0)
 

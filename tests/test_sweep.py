@@ -32,9 +32,9 @@ def test_sweep_runs_every_point_once_and_loads_models_once(tiny_target, tmp_path
     import ssdbench.models.model_set as model_set
 
     built = []
-    original = model_set.build_native_model
-    monkeypatch.setattr(model_set, "build_native_model",
-                        lambda *a, **k: built.append(k.get("weights")) or original(*a, **k))
+    original = model_set.build_model
+    monkeypatch.setattr(model_set, "build_model",
+                        lambda recipe, **k: built.append(recipe.weights) or original(recipe, **k))
     result = sweep(tiny_target, tmp_path / "sw")
     assert result.exit_code == 0, result.output
     index = json.loads((tmp_path / "sw" / "index.json").read_text())

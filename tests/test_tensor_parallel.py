@@ -7,6 +7,7 @@ import torch
 from ssdbench.errors import UsageError
 from ssdbench.models.llama import build_native_model
 from ssdbench.models.shape import ModelShape
+from ssdbench.models.recipe import ModelRecipe
 from ssdbench.models.tensor_parallel import ShardRecipe, launch, shard_lookup
 from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 from ssdbench.models.checkpoint.source import resolve_model
@@ -47,7 +48,7 @@ def test_a_tp_that_does_not_divide_the_heads_is_one_line(tiny_folder):
 
 def test_tp2_over_gloo_gives_tp1_logits_and_greedy_tokens(tiny_folder):
     reference = _reference(tiny_folder)
-    model = launch(ShardRecipe(model_path=str(tiny_folder), linear_kernel="matmul", threads=1), tp=2)
+    model = launch(ShardRecipe(ModelRecipe(model_path=str(tiny_folder), linear_kernel="matmul"), threads=1), tp=2)
     try:
         model.allocate(1, 64)
         prompt = torch.tensor([[5, 9, 2, 33, 17, 8]])  # [1, T]

@@ -10,6 +10,7 @@ import torch
 
 from ssdbench.methods.base import Method, MethodContext, ProposerFactory
 from ssdbench.models.drafts import SELF_SKIP
+from ssdbench.models.recipe import ModelRecipe
 from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
 from ssdbench.speculation.server import DraftSpec
 
@@ -19,15 +20,15 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
     models, draft, place = ctx.models, ctx.draft, ctx.draft_placement
     source = models.target_source if draft.from_target else models.draft_source
     settings = models.config
+    recipe = ModelRecipe(
+        model_path=str(source.path or ""), random_shape=source.name if settings.random_weights else None,
+        random_seed=source.seed if settings.random_weights else 0, trust_remote_code=settings.trust_remote_code,
+        dtype=settings.dtype, int8=draft.int8, attention=settings.attention, linear_kernel=settings.linear_kernel,
+        int8_kernel=settings.int8_kernel, skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
+        device=place.device)
     return DraftSpec(
-        model_path=str(source.path or ""), int8=draft.int8, dtype=settings.dtype, device=place.device, cores=place.cores,
-        attention=settings.attention, linear_kernel=settings.linear_kernel, int8_kernel=settings.int8_kernel,
-        lookahead=ctx.decode.k,
-        fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup, saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed,
-        trust_remote_code=settings.trust_remote_code,
-        skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
-        random_shape=source.name if settings.random_weights else None,
-        random_seed=source.seed if settings.random_weights else 0, cuda_graphs=settings.cuda_graphs,
+        recipe=recipe, cores=place.cores, lookahead=ctx.decode.k, fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup,
+        saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed, cuda_graphs=settings.cuda_graphs,
         posts_forks=ctx.decode.synthetic is not None and ctx.decode.synthetic.hit is not None,
     )
 

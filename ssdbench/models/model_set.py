@@ -16,9 +16,10 @@ from ssdbench.kernels.probe import default_cache_path
 from ssdbench.models.cuda_graphs import GraphedModel, checked_mode, unwrapped, uses_cuda_graphs
 from ssdbench.models.drafts import DraftChoice, NGRAM, SELF_INT8, SELF_SKIP, parse_draft
 from ssdbench.models.dtypes import torch_dtype
+from ssdbench.models.recipe import ModelRecipe, build_model
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.int8.select import select_int8_kernel
-from ssdbench.models.llama import build_native_model, build_random_model, int8_kernels_without_room, projection_shapes
+from ssdbench.models.llama import int8_kernels_without_room, projection_shapes
 from ssdbench.models.checkpoint.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view
@@ -260,34 +261,31 @@ class ModelSet:
         if engine == "hf":
             model = self.hf_draft() if int8 else self.hf_target() if source is self.target_source else self._load_hf(source)
             return HfCausalLM(model)
-        dtype = torch_dtype(self.config.dtype)
         if self.config.tp > 1 and source is self.target_source and not int8:
             return self._tensor_parallel_target()
-        if self.config.random_weights:
-            return build_random_model(source.shape, seed=source.seed, device=device, dtype=dtype,
-                                      backend=self.config.attention, weights="int8" if int8 else "fp32",
-                                      linear_kernel=self.config.linear_kernel, int8_kernel=self.config.int8_kernel)
+        recipe = self.recipe(source, int8=int8, device=device)
+        if recipe.random_shape is not None:
+            return build_model(recipe)
         state = self._get(("state", source.path), lambda: load_state_dict(source, dtype=torch.float32))
-        return build_native_model(
-            load_config(source), state, device=device, dtype=dtype,
-            backend=self.config.attention, weights="int8" if int8 else "fp32",
-            linear_kernel=self.config.linear_kernel, kernel_cache=default_cache_path(),
-            int8_kernel=self.config.int8_kernel,
-        )
+        return build_model(recipe, config=load_config(source), state=state)  # one state dict for target and draft
+
+    def recipe(self, source, *, int8: bool, device: str) -> ModelRecipe:
+        """How `source`'s native model is built here; ssd's draft process and tensor-parallel ranks get theirs
+        the same way."""
+        config, random = self.config, self.config.random_weights
+        return ModelRecipe(model_path=None if random else str(source.path), random_shape=source.name if random else None,
+                           random_seed=source.seed if random else 0, trust_remote_code=config.trust_remote_code,
+                           dtype=config.dtype, int8=int8, attention=config.attention,
+                           linear_kernel=config.linear_kernel, int8_kernel=config.int8_kernel, device=device)
 
     def _tensor_parallel_target(self):
         """The target split over `tp` ranks, rank 0 here; the others started now (tensor_parallel.py)."""
         from ssdbench.models.tensor_parallel import ShardRecipe, cpu_threads_per_rank, launch
 
         self.target_shape.tensor_parallel_shard(self.config.tp)  # a one-line refusal unless tp divides it
-        random = self.config.random_weights
         cpu = torch.device(self.device).type == "cpu"
-        recipe = ShardRecipe(
-            model_path=None if random else str(self.target_source.path),
-            random_shape=self.target_source.name if random else None, random_seed=self.config.seed,
-            trust_remote_code=self.config.trust_remote_code, dtype=self.config.dtype,
-            attention=self.config.attention, linear_kernel=self.config.linear_kernel, device=self.device,
-            threads=cpu_threads_per_rank(self.config.threads, self.config.tp) if cpu else None)
+        recipe = ShardRecipe(self.recipe(self.target_source, int8=False, device=self.device),
+                             threads=cpu_threads_per_rank(self.config.threads, self.config.tp) if cpu else None)
         return launch(recipe, self.config.tp)
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from ssdbench.errors import RankFailed, UsageError, error_line
+from ssdbench.models.recipe import ModelRecipe
 from ssdbench.models.shape import ModelShape
 from ssdbench.spawning import start_uninterrupted
 
@@ -53,16 +54,9 @@ COLLECTIVE_TIMEOUT_S = 600
 
 @dataclass(frozen=True)
 class ShardRecipe:
-    """How every rank builds its shard of the same model (picklable)."""
+    """How every rank builds its shard of the same model (picklable): the model's recipe, and the threads."""
 
-    model_path: str | None = None  # checkpoint folder; None with random_shape
-    random_shape: str | None = None  # --random-weights: this published shape ...
-    random_seed: int = 0  # ... drawn from this seed
-    trust_remote_code: bool = False
-    dtype: str = "float32"
-    attention: str = "sdpa"
-    linear_kernel: str = "auto"
-    device: str = "cpu"  # rank 0's device; rank r of a CUDA target uses cuda:(index + r)
+    model: ModelRecipe  # its device is rank 0's; rank r of a CUDA target uses cuda:(index + r)
     threads: int | None = None  # torch threads per rank (CPU)
 
 
@@ -112,31 +106,20 @@ class RowParallelLinear:
 def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
     """Rank `rank`'s NativeCausalLM, its o/down projections all-reducing over `group`."""
     from ssdbench.kernels.probe import default_cache_path
-    from ssdbench.models.llama import build_from_lookup
     from ssdbench.models.dtypes import torch_dtype
+    from ssdbench.models.llama import build_from_lookup
+    from ssdbench.models.recipe import full_shape_and_lookup
 
-    full, lookup = _full_shape_and_weights(recipe, device=rank_device(recipe.device, rank))
+    model, device = recipe.model, rank_device(recipe.model.device, rank)
+    full, lookup = full_shape_and_lookup(model, device=device)
     local = build_from_lookup(full.tensor_parallel_shard(tp), shard_lookup(full, lookup, rank=rank, tp=tp),
-                              device=rank_device(recipe.device, rank), dtype=torch_dtype(recipe.dtype),
-                              backend=recipe.attention, weights="fp32", linear_kernel=recipe.linear_kernel,
-                              cache=None if recipe.random_shape else default_cache_path())
+                              device=device, dtype=torch_dtype(model.dtype), backend=model.attention,
+                              weights="fp32", linear_kernel=model.linear_kernel,
+                              cache=None if model.random_shape else default_cache_path())
     for layer in local.layers:
         layer.o = RowParallelLinear(layer.o, group)
         layer.down = RowParallelLinear(layer.down, group)
     return full, local
-
-
-def _full_shape_and_weights(recipe: ShardRecipe, *, device):
-    from ssdbench.models.llama import random_weights_lookup
-    from ssdbench.models.checkpoint.random_weights import random_source
-    from ssdbench.models.checkpoint.source import resolve_model
-    from ssdbench.models.checkpoint.weights import lazy_state_lookup, load_config
-
-    if recipe.random_shape is not None:
-        source = random_source(recipe.random_shape, seed=recipe.random_seed, flag="--target")
-        return source.shape, random_weights_lookup(source.shape, seed=source.seed, device=device)
-    source = resolve_model(recipe.model_path, trust_remote_code=recipe.trust_remote_code)
-    return ModelShape.from_hf_config(load_config(source)), lazy_state_lookup(source, dtype=torch.float32)
 
 
 class TensorParallelModel:
@@ -253,7 +236,7 @@ def _rank_main(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]
         _, local = build_shard(recipe, rank=rank, tp=tp, group=compute)
         dist.barrier(group=control)
         doing = "while decoding"
-        _serve(local, control, rank_device(recipe.device, rank))
+        _serve(local, control, rank_device(recipe.model.device, rank))
     except Exception as err:  # noqa: BLE001 - any failure of this rank is reported the same way
         _say(status, f"failed {doing}: {error_line(err)}")
         raise SystemExit(1) from None
@@ -327,9 +310,9 @@ def _how_it_ended(exitcode: int | None) -> str:
 
 def _join_groups(recipe: ShardRecipe, rank: int, tp: int, address: tuple[str, int]):
     """(compute group: the default one, NCCL on CUDA else gloo; control group: gloo)."""
-    cuda = torch.device(recipe.device).type == "cuda"
+    cuda = torch.device(recipe.model.device).type == "cuda"
     if cuda:
-        torch.cuda.set_device(torch.device(rank_device(recipe.device, rank)))
+        torch.cuda.set_device(torch.device(rank_device(recipe.model.device, rank)))
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://{address[0]}:{address[1]}", rank=rank,
                             world_size=tp, timeout=datetime.timedelta(seconds=START_TIMEOUT_S))
     control = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))

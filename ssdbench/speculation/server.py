@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ssdbench.models.recipe import ModelRecipe
 from ssdbench.speculation import mailbox as mb
 from ssdbench.speculation.codec import read_outcomes, write_answer, write_forks
 from ssdbench.speculation.fan_out import FanOut
@@ -26,25 +27,19 @@ from ssdbench.speculation.fan_out import FanOut
 class DraftSpec:
     """Everything the draft process needs to build its model and speculator (picklable)."""
 
-    model_path: str
-    int8: bool
-    dtype: str
-    device: str
+    recipe: ModelRecipe  # the draft model, built as the target's process builds its models (models/recipe.py)
     cores: tuple[int, ...] | None
-    attention: str
-    linear_kernel: str
     lookahead: int
     fan_out: FanOut
     backup: str
     saguaro_c: float
     seed: int
-    trust_remote_code: bool = False
-    skip_layers: tuple[int, ...] = ()  # the self-skip draft: the target's layers left out
-    random_shape: str | None = None  # --random-weights: build this published shape with random weights instead
-    random_seed: int = 0  # ... drawn from this seed (the one the target's process used)
     cuda_graphs: str = "auto"  # the draft's plain steps replay CUDA graphs on CUDA (models/cuda_graphs.py)
     posts_forks: bool = False  # --acceptance synthetic:...,hit=H: tell the verifier each fork (codec.write_forks)
-    int8_kernel: str = "auto"  # --int8-kernel: the int8 draft's kernel, probed or pinned (models/int8/select.py)
+
+    @property
+    def device(self) -> str:
+        return self.recipe.device
 
 
 def serve(box: mb.Mailbox, spec: DraftSpec) -> None:
@@ -101,24 +96,9 @@ def _build_draft(spec: DraftSpec):
 def _build_draft_model(spec: DraftSpec):
     """The draft's native model: from its checkpoint, or (--random-weights) its published shape's random weights,
     drawn exactly as the target's process draws them."""
-    from ssdbench.kernels.probe import default_cache_path
-    from ssdbench.models.llama import build_native_model, build_random_model
-    from ssdbench.models.dtypes import torch_dtype
-    from ssdbench.models.checkpoint.random_weights import random_source
-    from ssdbench.models.checkpoint.source import resolve_model
-    from ssdbench.models.checkpoint.weights import load_config, load_state_dict
+    from ssdbench.models.recipe import build_model
 
-    weights, dtype = "int8" if spec.int8 else "fp32", torch_dtype(spec.dtype)
-    if spec.random_shape is not None:
-        source = random_source(spec.random_shape, seed=spec.random_seed, flag="--draft")
-        return build_random_model(source.shape, seed=source.seed, device=spec.device, dtype=dtype,
-                                  backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
-                                  skip_layers=spec.skip_layers, int8_kernel=spec.int8_kernel)
-    source = resolve_model(spec.model_path, trust_remote_code=spec.trust_remote_code)
-    return build_native_model(load_config(source), load_state_dict(source, dtype=torch.float32), device=spec.device,
-                              dtype=dtype, backend=spec.attention, weights=weights, linear_kernel=spec.linear_kernel,
-                              kernel_cache=default_cache_path(), skip_layers=spec.skip_layers,
-                              int8_kernel=spec.int8_kernel)
+    return build_model(spec.recipe, flag="--draft")
 
 
 def _record_to(box: mb.Mailbox):
