@@ -26,9 +26,11 @@ def run_command(*, format: str = "table", **values) -> None:
     if values.get("num_prompts") is not None and values["num_prompts"] < 0:
         raise UsageError(f"--num-prompts must be >= 0, got {values['num_prompts']}")
     endpoint_values = {name: values.pop(name) for name in endpoint_options.FIELDS}
+    from ssdbench.run.fit import fit_for
     from ssdbench.run.plan import build_plan  # here, not at the top: `ssdbench --help` stays free of torch
 
-    plan = build_plan(endpoint_options.run_settings(values, has_endpoints=bool(endpoint_values["endpoint"])))
+    settings = endpoint_options.run_settings(values, has_endpoints=bool(endpoint_values["endpoint"]))
+    plan = build_plan(settings, fit=fit_for(settings))  # fit first (an earlier run, for --fan-out geometric), then plan
     endpoints = endpoint_options.endpoint_plan(endpoint_values, reserved=tuple(m.name for m in plan.methods))
     with signals_interrupt():
         if endpoints is None:

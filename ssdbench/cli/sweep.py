@@ -121,7 +121,11 @@ def perform_sweep(base: RunSettings, points, sweep_dir: Path, *, format: str, sh
     from ssdbench.run.sweep_index import open_index, write_index
     from ssdbench.run.sweep_shard import shard_record
 
-    plans = [build_plan(point_settings(base, p, sweep_dir)) for p in points]  # every point checked first
+    from ssdbench.run.fit import fit_for
+
+    fits: dict = {}  # points fitted on one earlier run share its fit
+    settings = [point_settings(base, p, sweep_dir) for p in points]
+    plans = [build_plan(s, fit=fit_for(s, fits)) for s in settings]  # every point checked first
     for plan in plans:
         session.validate(plan)
     _check_same_models(points, plans)

@@ -26,8 +26,8 @@ from ssdbench.models.model_set import ModelSet, ModelSettings
 from ssdbench.models.tensor_parallel import rank_device
 from ssdbench.profiling.devices import check_device
 from ssdbench.profiling.placement import Placement, check_disjoint, default_placements, parse_placement
-from ssdbench.projection.theory import fit_acceptance, fit_power_law, geometric_fan_out
-from ssdbench.records.reader import load_run
+from ssdbench.projection.theory import geometric_fan_out
+from ssdbench.run.fit import AcceptanceFit, needs_fit, require_fit_from
 from ssdbench.run.settings import RunSettings
 from ssdbench.sampling.params import SamplingParams
 from ssdbench.sampling.acceptance_setting import parse_acceptance
@@ -35,7 +35,6 @@ from ssdbench.speculation.fan_out import FanOut, build_fan_out
 from ssdbench.speculation.mailbox import check_store_order
 from ssdbench.speculation.policy import SsdPolicy
 
-DEFAULT_POWER_LAW_R = 0.5  # used when the fitted run has a single fan-out (r cannot be fitted)
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,9 @@ class RunPlan:
                              baseline_placement=placement)
 
 
-def build_plan(settings: RunSettings) -> RunPlan:
-    """Resolve and check everything that needs no model: methods, draft, engines, devices, ssd policy."""
+def build_plan(settings: RunSettings, *, fit: AcceptanceFit | None = None) -> RunPlan:
+    """Resolve and check everything that needs no model: methods, draft, engines, devices, ssd policy. Reads no
+    earlier run: `--fan-out geometric` plans with the `fit` made first (run/fit.py:fit_for)."""
     methods = tuple(get_method(name) for name in settings.methods)
     draft = parse_draft(settings.draft)
     _check_methods(methods, draft, settings.engines)
@@ -142,7 +142,7 @@ def build_plan(settings: RunSettings) -> RunPlan:
         synthetic=parse_acceptance(settings.acceptance),
     )
     _check_synthetic_proposals(decode, draft, methods)
-    ssd = ssd_policy(settings) if own_process else None  # ssd is the method with a draft process of its own
+    ssd = ssd_policy(settings, fit) if own_process else None  # ssd is the method with a draft process of its own
     if ssd is not None:
         _check_tree_size(settings.k, ssd.fan_out)
         check_store_order()
@@ -271,30 +271,22 @@ def placements(settings: RunSettings, *, own_process: bool) -> tuple[Placement, 
     return target, draft
 
 
-def ssd_policy(settings: RunSettings) -> SsdPolicy:
-    geometric = None
-    if settings.fan_out == "geometric":
-        geometric = _fit_geometric(settings, budget=3 * (settings.k + 1))
+def ssd_policy(settings: RunSettings, fit: AcceptanceFit | None = None) -> SsdPolicy:
+    geometric = _geometric_branches(settings, fit) if needs_fit(settings) else None
     fan_out = build_fan_out(settings.fan_out, k=settings.k, fan_out_list=settings.fan_out_list,
                             miss_list=settings.fan_out_miss_list, geometric=geometric)
     return SsdPolicy(fan_out=fan_out, backup=settings.backup, saguaro_c=settings.saguaro_c,
                      round_timeout_s=settings.round_timeout_s)
 
 
-def _fit_geometric(settings: RunSettings, *, budget: int) -> tuple[tuple[int, ...], str]:
-    """Branches per accepted count, from acceptance a (and the miss power law r) fitted on --fit-from."""
-    if settings.fit_from is None:
-        raise UsageError("--fan-out geometric needs --fit-from RUN: a previous sd or ssd run to fit acceptance from")
-
-    steps = load_run(settings.fit_from).steps
-    steps = steps[steps["method"].isin(["sd", "ssd"])]
-    if steps.empty:
-        raise UsageError(f"--fit-from {settings.fit_from}: no sd or ssd rounds to fit acceptance from")
-    a = float(fit_acceptance(steps))
-    fitted = fit_power_law(steps[steps["method"] == "ssd"]) if "ssd" in set(steps["method"]) else None
-    r = float(fitted[0]) if fitted else DEFAULT_POWER_LAW_R
-    branches = tuple(geometric_fan_out(budget, a, r, settings.k))
-    return branches, f"geometric a={a:.3f} r={r:.3f} budget={budget}"
+def _geometric_branches(settings: RunSettings, fit: AcceptanceFit | None) -> tuple[tuple[int, ...], str]:
+    """Branches per accepted count for a budget of 3 (K + 1), from the fit made before planning (fit.py)."""
+    if fit is None:
+        require_fit_from(settings)  # the one-line refusal without --fit-from
+        raise ValueError("--fan-out geometric: fit (run/fit.py:fit_for) before planning")
+    budget = 3 * (settings.k + 1)
+    branches = tuple(geometric_fan_out(budget, fit.a, fit.r, settings.k))
+    return branches, f"geometric a={fit.a:.3f} r={fit.r:.3f} budget={budget}"
 
 
 def _check_tree_size(k: int, fan_out: FanOut) -> None:
