@@ -26,7 +26,9 @@ app.command("sweep", help="Run a grid of decoding settings with the models loade
                           "every combination runs. The others take one value for the whole sweep.")(
     sweep_command)
 app.command("reproduce", help="Check the SSD paper's findings on this pair and hardware: one sweep per study, then "
-                              "a verdict per claim (holds, does not hold, inconclusive) from the recorded rounds.")(
+                              "a verdict per claim (holds, does not hold, inconclusive) from the recorded rounds. "
+                              "Each study sets what it studies (methods, temperature, fan-out, C, backup, batch "
+                              "size); every other run option is yours. docs/reproduce.md has the details.")(
     reproduce_command)
 app.command("merge", help="Join the folders of a sweep run as shards (sweep --shard I/N) into one sweep.")(merge_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
