@@ -40,27 +40,23 @@ def report_command(runs: Runs, out: ReportOut = None) -> None:
     for run in loaded:
         if run.requests.empty:
             raise RunDirectoryError(f"{run.path} has no requests: nothing to report")
-    out = out or Path(runs[0]) / "report"
-    prepare_out(out)
-    try:
-        page, plots = write_report(loaded, out)
-    except OSError as err:
-        raise RunDirectoryError(f"cannot write the report to {out}: {err.strerror or err}") from None
     for run in loaded:
         if run.partial:
             typer.echo(f"  partial run {run.path}: {run.partial}")
-    for plot in plots:
-        typer.echo(f"  {plot.path}" if plot.path else f"  skipped {plot.name}: {plot.reason}")
-    typer.echo(f"Report: {page}")
+    write_and_list(lambda folder: write_report(loaded, folder), out or Path(runs[0]) / "report")
 
 
 def report_findings(folder: Path, out: Optional[Path]) -> None:
     from ssdbench.report.findings_page import write_findings_report
 
-    out = out or Path(folder) / "report"
+    write_and_list(lambda into: write_findings_report(folder, into), out or Path(folder) / "report")
+
+
+def write_and_list(write, out: Path) -> None:
+    """`write(out)` -> (page, plots) into a folder made ready for it; then each figure and the page."""
     prepare_out(out)
     try:
-        page, plots = write_findings_report(folder, out)
+        page, plots = write(out)
     except OSError as err:
         raise RunDirectoryError(f"cannot write the report to {out}: {err.strerror or err}") from None
     for plot in plots:
