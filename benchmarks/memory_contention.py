@@ -4,7 +4,7 @@ import os, sys, time, statistics, subprocess, torch
 os.sched_setaffinity(0, {0}); torch.set_num_threads(1)
 from ssdbench.models.checkpoint.source import resolve_model
 from ssdbench.models.checkpoint.weights import load_config, load_state_dict
-from ssdbench.models.llama import build_native_model
+from ssdbench.models.build import build_native_model
 src = resolve_model("smollm2-135m")
 m = build_native_model(load_config(src), load_state_dict(src, dtype=torch.float32))
 m.allocate(1, 512); m.forward(torch.randint(0, 1000, (1, 200)), torch.arange(200).unsqueeze(0))

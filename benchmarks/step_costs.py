@@ -20,7 +20,7 @@ import time
 import torch
 
 from ssdbench.kernels.probe import default_cache_path
-from ssdbench.models.llama import build_native_model, projection_shapes
+from ssdbench.models.build import build_native_model, projection_shapes
 from ssdbench.kernels.floors import Rates, measure_rates
 from ssdbench.models.checkpoint.source import resolve_model
 from ssdbench.models.checkpoint.weights import load_config, load_state_dict

@@ -8,7 +8,7 @@ import torch
 
 from ssdbench.errors import UsageError
 from ssdbench.models.kv_cache import StaticKVCache
-from ssdbench.models.llama import build_native_model, build_random_model
+from ssdbench.models.build import build_native_model, build_random_model
 from ssdbench.models.shape import KNOWN_SHAPES, ModelShape, known_shape
 
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

@@ -113,7 +113,7 @@ def bf16_departures(device: str, verify=None) -> tuple[list, int]:
     """sd against ar on a tiny bf16 model with flat logits (near-ties common): each request's first
     departure, classified on the target's own logits; and the number of requests."""
     from ssdbench.decoding.draft_model import DraftModelProposer
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
     from tiny_models import perturbed
     from decode_helpers import sampling_rows
 
@@ -165,7 +165,7 @@ def shipped_twins():
     """The shipped SmolLM2-135M (30 layers) twice on the same fp32 weights, summing in two orders: fused
     one-row steps on gemv.c (ar's path) and the Python path on MKL's sgemm (a verify's), a greedy prefix."""
     from ssdbench.kernels.gemv import gemv_unavailable_reason
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
     from ssdbench.models.checkpoint.source import resolve_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.models.llama import build_native_model, build_random_model
+from ssdbench.models.build import build_native_model, build_random_model
 from ssdbench.models.self_skip import choose_skipped_layers, parse_self_skip, predicted_speedup, skipping_view
 from ssdbench.models.shape import ModelShape
 from tiny_models import tiny_llama_config, tiny_state_dict

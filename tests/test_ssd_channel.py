@@ -38,7 +38,7 @@ def _target_on(folder, device: str):
 
 
 def _cuda_target(folder):
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
     from ssdbench.models.checkpoint.source import resolve_model
     from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 
@@ -56,7 +56,8 @@ def test_what_the_verifier_reads_is_what_the_draft_wrote(folder, payload_device)
     prompts = PROMPTS[:2]
     ar, _ = decode(target, None, prompts, max_new_tokens=12, k=0)
     for temperature in (0.0, 0.9):
-        spec = dataclasses.replace(spec_for(folder), device=device)
+        base = spec_for(folder)
+        spec = dataclasses.replace(base, recipe=dataclasses.replace(base.recipe, device=device))
         with DraftServer(spec, num_rows=2, max_prompt=8, vocab_size=64, with_q=temperature > 0,
                          payload_device=device) as server:
             assert server.box.payload_device.type == device

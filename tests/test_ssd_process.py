@@ -37,7 +37,7 @@ def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str |
 
 
 def target_model(folder: Path):
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
     from ssdbench.models.checkpoint.source import resolve_model
     from ssdbench.models.checkpoint.weights import load_config, load_state_dict
 

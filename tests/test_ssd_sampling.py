@@ -117,7 +117,7 @@ def engine_pair(request):
     - int8_tiles (AMX), run by the fused step: tree steps of many rows through kernels/decode_layer.c.
     What ssd emits must not change."""
     from ssdbench.models.int8.select import INT8_CANDIDATES, _int8_unavailable_reason
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
     from tiny_models import native, perturbed, tiny_llama_config, tiny_state_dict
 
     kernel = request.param

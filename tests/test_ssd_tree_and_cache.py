@@ -107,7 +107,7 @@ def test_q_rows_stay_on_the_drafts_device(device):
     """The q-rows a draft answers with stay on its device (on a GPU they never pass through host
     memory): the tree keeps them there, the cache holds views of them, the answer hands them on."""
     from tiny_models import perturbed, tiny_llama_config, tiny_state_dict
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
 
     config = tiny_llama_config(vocab=48)
     draft = build_native_model(config, perturbed(tiny_state_dict(config, seed=1), scale=0.5, seed=101), device=device)

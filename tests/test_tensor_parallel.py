@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ssdbench.errors import UsageError
-from ssdbench.models.llama import build_native_model
+from ssdbench.models.build import build_native_model
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.recipe import ModelRecipe
 from ssdbench.models.tensor_parallel import ShardRecipe, launch, shard_lookup

@@ -41,7 +41,7 @@ def native(config, state, *, weights: str = "fp32"):
     from ssdbench.kernels.gemv import gemv_unavailable_reason
     from ssdbench.models.int8.dynamic import INT8_BF16, INT8_FBGEMM, INT8_ONEDNN
     from ssdbench.models.int8.rows import INT8_DEQUANT, INT8_PACK
-    from ssdbench.models.llama import build_native_model
+    from ssdbench.models.build import build_native_model
 
     fused = gemv_unavailable_reason("cpu", torch.float32) is None
     kernels = {}

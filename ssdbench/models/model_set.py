@@ -19,7 +19,7 @@ from ssdbench.models.dtypes import torch_dtype
 from ssdbench.models.recipe import ModelRecipe, build_model
 from ssdbench.models.hf_engine import HfCausalLM, int8_weight_only_copy, load_hf_model
 from ssdbench.models.int8.select import select_int8_kernel
-from ssdbench.models.llama import int8_kernels_without_room, projection_shapes
+from ssdbench.models.build import int8_kernels_without_room, projection_shapes
 from ssdbench.models.checkpoint.random_weights import random_source, random_weights_tokenizer
 from ssdbench.models.shape import ModelShape
 from ssdbench.models.self_skip import choose_skipped_layers, skipping_view

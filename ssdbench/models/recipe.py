@@ -37,7 +37,7 @@ def build_model(recipe: ModelRecipe, *, flag: str = "--target", config=None, sta
     reading them again where the caller holds them; `flag` names the option in a refusal."""
     from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.dtypes import torch_dtype
-    from ssdbench.models.llama import build_native_model, build_random_model
+    from ssdbench.models.build import build_native_model, build_random_model
 
     common = {"device": recipe.device, "dtype": torch_dtype(recipe.dtype), "backend": recipe.attention,
               "weights": recipe.weights, "linear_kernel": recipe.linear_kernel, "int8_kernel": recipe.int8_kernel}
@@ -56,7 +56,7 @@ def build_model(recipe: ModelRecipe, *, flag: str = "--target", config=None, sta
 def full_shape_and_lookup(recipe: ModelRecipe, *, device, flag: str = "--target"):
     """(ModelShape, name -> full tensor) for building a part of the model (a tensor-parallel rank's shard)."""
     from ssdbench.models.checkpoint.weights import lazy_state_lookup
-    from ssdbench.models.llama import random_weights_lookup
+    from ssdbench.models.build import random_weights_lookup
     from ssdbench.models.shape import ModelShape
 
     if recipe.random_shape is not None:

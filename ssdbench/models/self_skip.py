@@ -1,7 +1,7 @@
 """The self-skip draft: the target itself with some decoder layers left out (as in Draft & Verify, SWIFT).
 
 A skipped layer passes the residual stream on unchanged; the draft keeps its own KV cache
-for the kept layers only (`llama.build_native_model(skip_layers=...)`, docs/DESIGN.md §4.1).
+for the kept layers only (`build.build_native_model(skip_layers=...)`, docs/DESIGN.md §4.1).
 Which layers to skip is either given (`self-skip:3,5,7`) or chosen by a short calibration on
 the run's prompts (`self-skip` or `self-skip:auto`, `choose_skipped_layers`):
 
@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from ssdbench.errors import UsageError
-from ssdbench.models.llama import DecoderLayer, NativeCausalLM, check_skip_layers, kept_layers
+from ssdbench.models.llama import DecoderLayer, NativeCausalLM
+from ssdbench.models.build import check_skip_layers, kept_layers
 
 SELF_SKIP = "self-skip"
 AUTO = "auto"

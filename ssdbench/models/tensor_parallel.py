@@ -107,7 +107,7 @@ def build_shard(recipe: ShardRecipe, *, rank: int, tp: int, group):
     """Rank `rank`'s NativeCausalLM, its o/down projections all-reducing over `group`."""
     from ssdbench.kernels.probe import default_cache_path
     from ssdbench.models.dtypes import torch_dtype
-    from ssdbench.models.llama import build_from_lookup
+    from ssdbench.models.build import build_from_lookup
     from ssdbench.models.recipe import full_shape_and_lookup
 
     model, device = recipe.model, rank_device(recipe.model.device, rank)

@@ -7,7 +7,7 @@ about whether a target/draft pair resolves, fits the context and shares a vocabu
 from __future__ import annotations
 
 from ssdbench.models.drafts import SELF_SKIP
-from ssdbench.models.llama import check_skip_layers
+from ssdbench.models.build import check_skip_layers
 from ssdbench.models.model_set import ModelSet
 from ssdbench.run.limits import check_new_tokens, context_limit
 from ssdbench.run.plan import RunPlan

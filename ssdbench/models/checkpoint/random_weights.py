@@ -1,7 +1,7 @@
 """`--random-weights`: a published model shape with random weights, for timing real shapes on a
 machine that has no checkpoint and no internet (docs/DESIGN.md §4.5).
 
-The weights are N(0, 0.02) with unit norms (`llama.build_random_model`), drawn per tensor from
+The weights are N(0, 0.02) with unit norms (`build.build_random_model`), drawn per tensor from
 the run's seed, so the draft process builds exactly the target's weights. Prompts are tokenised
 with the embedded SmolLM2 tokenizer (its ids fit every published vocabulary). Random models
 agree on almost nothing and follow no EOS: outputs are not any real model's, and every run says so.
