@@ -32,6 +32,7 @@ from ssdbench.kernels.gemv import GemvLinear, PackedF32Linear, gemv_unavailable_
 LINEAR_KERNELS = ("auto", "onednn", "gemv", "packed_f32", "matmul")
 DENSE_CANDIDATES = ("onednn", "gemv", "packed_f32", "matmul")  # probe order: a near-tie goes to the earlier one
 LIBRARY_KERNELS = ("gemv", "packed_f32")  # built from our C sources on first use: a failed build is not a lasting choice
+FUSABLE = ("gemv", "packed_f32")  # the dense kernels decode_layer.c runs (float32 on a CPU)
 ONEDNN_BATCH_HINT = 8  # the packed layout is tuned for ~8 rows yet runs any row count at one cost
 
 
@@ -105,19 +106,22 @@ def onednn_unavailable_reason(device, dtype: torch.dtype) -> str | None:
 
 def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequence[tuple[int, int]],
                         allow_split: bool = True, disabled: frozenset[str] = frozenset(),
-                        cache_path: Path | None = None) -> probe.DenseChoice:
+                        cache_path: Path | None = None, fuses: bool = False) -> probe.DenseChoice:
     """The dense kernel(s) for these projection shapes [(in, out), ...]: `kernel` if named, else probed.
 
     A named kernel that does not work here is a UsageError naming why. "auto" tries every
     candidate not in `disabled` and keeps the fastest working one per row count (two layouts
     only if `allow_split`); with `cache_path` the choice is reused on later runs of this machine.
+    `fuses`: the model runs decode_layer.c's fused step where its kernels allow (a float32 model on a
+    CPU), so FUSABLE kernels get the probe's fused credit, as the int8 kernels do.
     """
     if kernel not in LINEAR_KERNELS:
         raise UsageError(f"unknown linear kernel {kernel!r}: known: {', '.join(LINEAR_KERNELS)}")
     candidates = [kernel] if kernel != "auto" else [k for k in DENSE_CANDIDATES if k not in disabled]
     if kernel != "auto":
         cache_path = None  # a named kernel is not a probed choice
-    key = probe.cache_key(device, dtype, shapes, candidates) + f"|split={allow_split}" if cache_path else ""
+    key = (probe.cache_key(device, dtype, shapes, candidates) + f"|split={allow_split}|fuses={fuses}"
+           if cache_path else "")
     def usable(name: str) -> bool:
         return name in candidates and _unavailable_reason(name, device, dtype) is None
 
@@ -127,8 +131,9 @@ def select_dense_kernel(kernel: str, device, dtype: torch.dtype, *, shapes: Sequ
     if kernel != "auto" and not trials[0].works:
         raise UsageError(f"linear kernel {kernel!r} does not work for {str(dtype).removeprefix('torch.')} on "
                          f"{device}: {trials[0].reason}; use --linear-kernel auto")
+    fusable = [t.kernel for t in trials if t.works and t.kernel in FUSABLE] if fuses else []
     choice = probe.time_and_choose(trials, lambda name: _factory(name, device, dtype), shapes, device=device,
-                                   dtype=dtype)
+                                   dtype=dtype, fused_kernels=fusable or None)
     if not allow_split and choice.few != choice.many:
         choice = probe.DenseChoice(choice.many, choice.many, choice.split_rows, choice.trials)
     if cache_path is not None and not library_failed(trials, LIBRARY_KERNELS):

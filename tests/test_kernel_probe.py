@@ -9,7 +9,7 @@ import torch
 from ssdbench.errors import UsageError
 from ssdbench.kernels import probe
 from ssdbench.kernels.gemv import gemv_unavailable_reason
-from ssdbench.kernels.linear import (DENSE_CANDIDATES, MatmulLinear, OnednnLinear, RowSplitLinear,
+from ssdbench.kernels.linear import (DENSE_CANDIDATES, FUSABLE, MatmulLinear, OnednnLinear, RowSplitLinear,
                                     onednn_unavailable_reason, select_dense_kernel)
 from ssdbench.models.int8.dynamic import INT8_BF16, INT8_FBGEMM, INT8_ONEDNN
 from ssdbench.models.int8.select import INT8_CANDIDATES
@@ -122,6 +122,19 @@ def test_auto_picks_a_working_kernel_for_every_dtype_on_this_cpu(dtype):
         assert not trials["onednn"].works and trials["onednn"].reason == onednn_reason
     if not trials["onednn"].works:  # e.g. bf16 on an AVX2-only CPU
         assert choice.name == "matmul"
+
+
+def test_a_float32_model_that_fuses_runs_one_row_on_a_fused_kernel_and_keeps_its_own_cached_choice(tmp_path):
+    """With `fuses`, one row goes to a kernel decode_layer.c runs (the fused credit's rule), whatever the timings;
+    the choice is cached apart from the unfused one, which may give one row to oneDNN or matmul."""
+    if gemv_unavailable_reason("cpu", torch.float32) is not None:
+        pytest.skip("our C kernels cannot be built here: no dense kernel fuses")
+    path = tmp_path / "kernels.json"
+    fused = select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, cache_path=path, fuses=True)
+    assert fused.few in FUSABLE
+    select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, cache_path=path)
+    assert len(json.loads(path.read_text())) == 2
+    assert select_dense_kernel("auto", "cpu", torch.float32, shapes=SHAPES, cache_path=path, fuses=True) == fused
 
 
 def test_forcing_each_dense_path_off():

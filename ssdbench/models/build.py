@@ -154,9 +154,15 @@ def _linear_maker(shape: ModelShape, *, device, dtype, weights: str, linear_kern
         return ({"linear": int8.name, "linear_probe": int8.describe()},
                 lambda w, b: make_int8_linear(w, b, device=device, choice=int8))
     choice = select_dense_kernel(linear_kernel, device, dtype, shapes=projection_shapes(shape),
-                                 allow_split=_room_for_two_layouts(shape, dtype), disabled=disabled, cache_path=cache)
+                                 allow_split=_room_for_two_layouts(shape, dtype), disabled=disabled, cache_path=cache,
+                                 fuses=_fuses(device, dtype))
     return ({"linear": choice.name, "linear_probe": choice.describe()},
             lambda w, b: make_dense(choice, w, b, device=device, dtype=dtype))
+
+
+def _fuses(device, dtype: torch.dtype) -> bool:
+    """Whether a dense model's steps can run decode_layer.c's fused step (FusedDecode.make's device and dtype)."""
+    return torch.device(device).type == "cpu" and dtype == torch.float32
 
 
 def projection_shapes(shape: ModelShape) -> list[tuple[int, int]]:
