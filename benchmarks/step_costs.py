@@ -137,14 +137,14 @@ def main() -> None:
         print(f"{role} floor rates: read {r.read_bytes_per_s / 1e9:.1f} GB/s at its weights' size, f32 peak "
               f"{r.f32_macs_per_s / 1e9:.0f} GMAC/s, int8 peak {r.int8_macs_per_s / 1e9:.0f} GMAC/s ({r.int8_path}), "
               f"AMX int8 peak {r.tiles_macs_per_s / 1e9:.0f} GMAC/s")
-    target_step = next((r["steps"]["step_1"]["ms"] for name, r in results.items() if name.startswith("target")),
-                       float("nan"))
+    target_step = next((r["steps"]["step_1"]["ms"] for name, r in results.items() if name.startswith("target")), None)
     for name, r in results.items():
         own_step = r["steps"]["step_1"]["ms"]
         print(f"{name}: kernels {r['kernels']}")
         for key, st in r["steps"].items():
+            to_target = "" if target_step is None else f"{st['ms'] / target_step:5.2f}x target step  "
             print(f"  {key:<12} {st['ms']:7.1f} ms  {st['ms'] / own_step:5.2f}x its step  "
-                  f"{st['ms'] / target_step:5.2f}x target step  kernel {st['kernel']:<12} floor {st['floor_ms']:6.1f} ms "
+                  f"{to_target}kernel {st['kernel']:<12} floor {st['floor_ms']:6.1f} ms "
                   f"({st['floor_by']})  {st['to_floor']:5.2f}x floor")
     print(json.dumps({"cpu": cpu_model(), "context": args.context, "k": args.k,
                       "rates": {role: vars(r) for role, r in rates.items()}, "results": results}))
