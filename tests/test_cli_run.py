@@ -61,6 +61,29 @@ def test_json_format_and_both_engines(tiny_target, tmp_path, draft):
         assert sd_hf["draft_acceptance_rate"] < 1.0
 
 
+def test_markdown_format_shows_the_recorded_figures_alone_on_stdout(tiny_target, tmp_path):
+    """The Markdown page renders the same report as the table: a row per variant with the figures the records give."""
+    from ssdbench.metrics.summary import summarize
+    from ssdbench.records.reader import load_run
+
+    out = tmp_path / "run"
+    result = run_cli(*base_args(tiny_target, out, "--methods", "ar,sd", "--k", "3", "--format", "markdown"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| method |"))
+    columns = [c.strip() for c in lines[header].strip("|").split("|")]
+    rows = {cells[0]: dict(zip(columns, cells)) for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in lines[header + 2:header + 4])}
+    run = load_run(out)
+    summary = summarize(run.requests, run.steps).set_index("label")
+    assert set(rows) == {"ar", "sd"} == set(summary.index)
+    for label, row in rows.items():
+        assert row["decode tok/s p50"] == f"{summary.loc[label, 'decode_tokens_per_s_median']:.2f}"
+        assert row["requests"] == str(summary.loc[label, "num_requests"]) == "3"
+    assert any(line.startswith("Greedy outputs identical to ar") for line in lines)
+    assert lines[-1] == f"Records: `{out}`" and "━" not in result.stdout  # no Rich table on stdout
+
+
 def test_missing_model_path(tmp_path):
     missing = tmp_path / "no-such-model"
     result = run_cli("--target", str(missing), "--suite", "smoke", "--out", str(tmp_path / "run"))

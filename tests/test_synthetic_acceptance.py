@@ -147,6 +147,7 @@ def runs(tiny, tmp_path_factory) -> dict[str, Path]:
 def test_a_synthetic_run_says_its_outputs_are_not_the_targets(runs):
     output = " ".join(runs["synthetic_output"].split())
     assert "synthetic acceptance" in output and "NOT the target's" in output
+    assert output.count("accepted each drafted token with probability") == 1  # said once, not before and after
     assert "identical to ar" not in output and "n/a (synthetic acceptance" in output
     manifest = json.loads((runs["synthetic"] / "manifest.json").read_text())
     assert manifest["acceptance"] == "synthetic:0.8,hit=0.5" and manifest["config"]["acceptance"] == manifest["acceptance"]

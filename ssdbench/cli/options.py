@@ -138,6 +138,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 )
 BY_FIELD = {option.field: option for option in RUN_OPTIONS}
 Format = Annotated[str, typer.Option("--format", help="table or json.", rich_help_panel=OUTPUT)]
+RunFormat = Annotated[str, typer.Option("--format", help="table, json or markdown.", rich_help_panel=OUTPUT)]
 
 
 def _typer_option(option: RunOption, *, for_sweep: bool) -> typer.models.OptionInfo:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 from rich.console import Console
@@ -24,25 +25,46 @@ def _speedup_cells(row: pd.Series) -> tuple[str, str]:
     return f"{row['speedup']:.2f}×", f"{row['speedup_low']:.2f}–{row['speedup_high']:.2f}"
 
 
+@dataclass(frozen=True)
+class SummaryColumn:
+    """One column of the run summary: its header, its cell for a variant's row, whether a summary has it."""
+
+    header: str
+    cell: Callable[[pd.Series], str]
+    shown: Callable[[pd.DataFrame], bool] = lambda summary: True
+
+
+SUMMARY_COLUMNS = (  # declared once: the Rich table and the Markdown one show these
+    SummaryColumn("method", lambda r: r["label"]),
+    SummaryColumn("requests", lambda r: str(r["num_requests"])),
+    SummaryColumn("new tokens", lambda r: str(r["new_tokens"])),
+    SummaryColumn("decode tok/s p50", lambda r: _num(r["decode_tokens_per_s_median"])),
+    SummaryColumn("decode speedup vs ar", lambda r: _speedup_cells(r)[0]),
+    SummaryColumn("95% CI", lambda r: _speedup_cells(r)[1]),
+    SummaryColumn("e2e speedup vs ar", lambda r: _num(r["speedup_e2e"], "{:.2f}×")),
+    SummaryColumn("accept len", lambda r: _num(r["acceptance_length"])),
+    SummaryColumn("draft accept", lambda r: _num(r["draft_acceptance_rate"], "{:.1%}")),
+    SummaryColumn("TTFT ms p50", lambda r: _num(r["ttft_ms_median"], "{:.1f}")),
+    SummaryColumn("TPOT ms p50", lambda r: _num(r["tpot_ms_median"], "{:.1f}")),
+    SummaryColumn("target MBU", lambda r: _num(r["target_mbu"], "{:.0%}"), lambda s: "target_mbu" in s.columns),
+    SummaryColumn("GPU J/token", lambda r: _num(r["joules_per_token"], "{:.3f}"),
+                  lambda s: "joules_per_token" in s.columns),
+)
+
+
+def summary_cells(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """(headers, one row of cells per variant) of the columns this summary has."""
+    columns = [c for c in SUMMARY_COLUMNS if c.shown(summary)]
+    return [c.header for c in columns], [[c.cell(row) for c in columns] for _, row in summary.iterrows()]
+
+
 def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    has_mbu = "target_mbu" in summary.columns
-    has_energy = "joules_per_token" in summary.columns
-    names = ["method", "requests", "new tokens", "decode tok/s p50", "decode speedup vs ar", "95% CI",
-             "e2e speedup vs ar",
-             "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else []) \
-        + (["GPU J/token"] if has_energy else [])
-    for name in names:
+    headers, rows = summary_cells(summary)
+    for name in headers:
         table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
-    for _, row in summary.iterrows():
-        cells = [
-            row["label"], str(row["num_requests"]), str(row["new_tokens"]),
-            _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row), _num(row["speedup_e2e"], "{:.2f}×"),
-            _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
-            _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
-        ]
-        table.add_row(*cells, *([_num(row["target_mbu"], "{:.0%}")] if has_mbu else []),
-                      *([_num(row["joules_per_token"], "{:.3f}")] if has_energy else []))
+    for cells in rows:
+        table.add_row(*cells)
     return table
 
 
@@ -114,18 +136,24 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     console.print(exactness_line(summary, greedy=greedy, divergences=divergences))
 
 
+MODEL_CHECK_TITLE = ("Speedup predicted from calibrated forward costs, draft events and acceptance vs measured "
+                     "(gap > 15% flagged; 'accounting check': inputs are the variant's own round times)")
+MODEL_CHECK_HEADERS = ("method", "K", "accept/token", "hit rate", "basis", "predicted", "measured", "gap")
+
+
+def model_check_cells(rows: list[dict]) -> list[list[str]]:
+    """docs/DESIGN.md §7.5's formulas (Theorem 7 for ssd) fed costs measured apart from the rounds they predict:
+    a row of cells per method beside ar (MODEL_CHECK_HEADERS)."""
+    return [[row["label"], str(row["k"]), _num(row["a"], "{:.3f}"), _num(row["hit_rate"], "{:.1%}"), row["basis"],
+             _num(row["speedup_predicted"], "{:.2f}×"), _num(row["speedup_measured"], "{:.2f}×"),
+             _num(row["gap"], "{:+.0%}") + (" !" if row["is_flagged"] else "")]
+            for row in rows if row["label"] != "ar"]
+
+
 def model_check_table(rows: list[dict]) -> Table:
-    """docs/DESIGN.md §7.5's formulas (Theorem 7 for ssd) fed costs measured apart from the rounds they predict."""
-    table = Table(title="Speedup predicted from calibrated forward costs, draft events and acceptance vs measured "
-                        "(gap > 15% flagged; 'accounting check': inputs are the variant's own round times)",
-                  title_justify="left")
-    for name in ("method", "K", "accept/token", "hit rate", "basis", "predicted", "measured", "gap"):
+    table = Table(title=MODEL_CHECK_TITLE, title_justify="left")
+    for name in MODEL_CHECK_HEADERS:
         table.add_column(name, justify="left" if name in ("method", "basis") else "right")
-    for row in rows:
-        if row["label"] == "ar":
-            continue
-        flag = " !" if row["is_flagged"] else ""
-        table.add_row(row["label"], str(row["k"]), _num(row["a"], "{:.3f}"), _num(row["hit_rate"], "{:.1%}"),
-                      row["basis"], _num(row["speedup_predicted"], "{:.2f}×"), _num(row["speedup_measured"], "{:.2f}×"),
-                      _num(row["gap"], "{:+.0%}") + flag)
+    for cells in model_check_cells(rows):
+        table.add_row(*cells)
     return table
