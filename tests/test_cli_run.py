@@ -98,7 +98,8 @@ def test_unknown_suite_suggests(tiny_target, tmp_path):
 
 
 @pytest.mark.parametrize("flag,value", [("--k", "0"), ("--k", "-2"), ("--batch-size", "0"), ("--max-new-tokens", "-1"),
-                                        ("--temperature", "-0.5"), ("--top-p", "1.5"), ("--methods", "ar,xd")])
+                                        ("--temperature", "-0.5"), ("--draft-temperature", "-1"), ("--top-p", "1.5"),
+                                        ("--methods", "ar,xd")])
 def test_bad_numbers_and_names(tiny_target, tmp_path, flag, value):
     result = run_cli(*base_args(tiny_target, tmp_path / "run", flag, value))
     assert_one_line_error(result, flag)

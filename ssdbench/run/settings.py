@@ -13,6 +13,7 @@ from ssdbench.errors import UsageError
 from ssdbench.models.drafts import SELF_INT8
 from ssdbench.models.memory_plan import MAX_K
 from ssdbench.sampling.acceptance_setting import parse_acceptance
+from ssdbench.sampling.checks import check_sampling
 from ssdbench.speculation.policy import DEFAULT_ROUND_TIMEOUT_S
 
 ENGINES = ("native", "hf")
@@ -95,12 +96,9 @@ class RunSettings:
             _check_positive("--threads", self.threads)
         _check_positive("--tp", self.tp)
         _check_choice("--cuda-graphs", self.cuda_graphs, CUDA_GRAPH_MODES)
-        if self.temperature < 0:
-            raise UsageError(f"--temperature must be >= 0, got {self.temperature}")
-        if self.draft_temperature is not None and self.draft_temperature < 0:
-            raise UsageError(f"--draft-temperature must be >= 0, got {self.draft_temperature}")
-        if not 0 < self.top_p <= 1:
-            raise UsageError(f"--top-p must be in (0, 1], got {self.top_p}")
+        check_sampling(self.temperature, self.top_p, names=("--temperature", "--top-p", "--top-k"))
+        if self.draft_temperature is not None:
+            check_sampling(self.draft_temperature, self.top_p, names=("--draft-temperature", "--top-p", "--top-k"))
         for engine in self.engines:
             _check_choice("--engine", engine, ENGINES)
         _check_choice("--dtype", self.dtype, DTYPES)

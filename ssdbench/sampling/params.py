@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ssdbench.errors import UsageError
+from ssdbench.sampling.checks import check_sampling
 
 
 @dataclass(frozen=True)
@@ -18,12 +18,7 @@ class SamplingParams:
     top_k: int = 0  # 0 = off
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise UsageError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise UsageError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise UsageError(f"top-k must be >= 0, got {self.top_k}")
+        check_sampling(self.temperature, self.top_p, self.top_k)
 
     @property
     def is_greedy(self) -> bool:
