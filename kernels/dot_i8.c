@@ -28,9 +28,14 @@
 #define QBLOCK 32
 #define ROW_BLOCK 4
 
+/* Rows are quantised apart (a row's result is the same on any thread): a prefill's many rows on every
+ * thread, where serially they were a fixed share of the step that more threads could not shrink. */
+#define PARALLEL_ROWS 8
+
 /* x [rows, in] -> qx [rows, in] int8 and dx [rows, blocks]: block b of row r is qx * dx. */
-static void quantize_rows(const float *x, int8_t *qx, float *dx, int64_t rows, int64_t in) {
+static void quantize_rows(const float *x, int8_t *qx, float *dx, int64_t rows, int64_t in, int32_t threads) {
   const int64_t blocks = (in + QBLOCK - 1) / QBLOCK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && rows >= PARALLEL_ROWS)
   for (int64_t r = 0; r < rows; r++)
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
@@ -124,7 +129,7 @@ int ssdbench_dot_i8(const float *restrict x, const int8_t *restrict w, const flo
     free(dx);
     return -1;
   }
-  quantize_rows(x, qx, dx, rows, in);
+  quantize_rows(x, qx, dx, rows, in, threads);
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t o = 0; o < out; o++) {
     const int8_t *wo = w + o * in;

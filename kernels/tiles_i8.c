@@ -66,10 +66,15 @@ void ssdbench_tiles_i8_pack(const int8_t *restrict w, int8_t *restrict packed, i
     }
 }
 
+/* Rows are quantised apart (a row's result is the same on any thread): a prefill's many rows on every
+ * thread, where serially they were a fixed share of the step that more threads could not shrink. */
+#define PARALLEL_ROWS 8
+
 /* x [rows, in] -> hi, lo [rows_p, in_p] (q + OFFSET's two bytes; padding rows and inputs hold zeros)
  * and each row's scale. */
 static void quantize_rows(const float *x, uint8_t *hi, uint8_t *lo, float *scale, int64_t rows, int64_t in,
-                          int64_t in_p) {
+                          int64_t in_p, int32_t threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && rows >= PARALLEL_ROWS)
   for (int64_t r = 0; r < rows; r++) {
     float top = 0.f;
     for (int64_t k = 0; k < in; k++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
@@ -243,7 +248,7 @@ int ssdbench_tiles_i8(const float *restrict x, const int8_t *restrict packed, co
     status = -1;
     goto done;
   }
-  quantize_rows(x, hi, lo, row_scale, rows, in, in_p);
+  quantize_rows(x, hi, lo, row_scale, rows, in, in_p, threads);
 #ifdef HAVE_TILES
   if (use_tiles) {
     tile_rows(hi, lo, row_scale, packed, wsum, scales, bias, y, rows, rows_p, in_p, out, threads);

@@ -86,11 +86,16 @@ void ssdbench_vnni_i8_pack(const int8_t *restrict w, uint8_t *restrict packed, i
   }
 }
 
+/* Rows are quantised apart (a row's result is the same on any thread): a prefill's many rows on every
+ * thread, where serially they were a fixed share of the step that more threads could not shrink. */
+#define PARALLEL_ROWS 8
+
 /* x [rows, in] -> q int8 [rows, in_p] (zeros past in), dx [rows, blocks] and, for the VNNI paths, qsum
  * [rows, blocks]: -128 * each block's sum of q, where those paths start the block's sums. */
 static void quantize_rows(const float *x, int8_t *q, float *dx, int32_t *qsum, int64_t rows, int64_t in,
-                          int64_t in_p) {
+                          int64_t in_p, int32_t threads) {
   const int64_t blocks = (in_p + QBLOCK - 1) / QBLOCK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && rows >= PARALLEL_ROWS)
   for (int64_t r = 0; r < rows; r++)
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
@@ -313,7 +318,7 @@ int ssdbench_vnni_i8(const float *restrict x, const uint8_t *restrict packed, co
     status = -1;
     goto done;
   }
-  quantize_rows(x, q, dx, qsum, rows, in, in_p);
+  quantize_rows(x, q, dx, qsum, rows, in, in_p, threads);
   multiply(q, dx, qsum, packed, scales, bias, y, rows, in_p, out, threads);
 done:
   free(q);

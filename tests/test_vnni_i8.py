@@ -116,3 +116,22 @@ def test_a_pinned_kernel_is_the_only_one_and_an_unknown_name_is_refused():
 def test_the_settings_list_every_int8_kernel():
     from ssdbench.run.settings import INT8_KERNELS
     assert INT8_KERNELS == ("auto", *INT8_CANDIDATES)
+
+
+@pytest.mark.parametrize("linear_class", ["vnni", "dot"])
+def test_a_result_does_not_depend_on_the_threads(linear_class):
+    """Rows are quantised on every thread from 8 rows up (a prefill's): each row's bits as on one thread."""
+    from ssdbench.models.int8.rows import Int8DotLinear
+
+    gen = torch.Generator().manual_seed(5)
+    w, b = torch.randn(96, 576, generator=gen), torch.randn(96, generator=gen)  # [out, in], [out]
+    linear = (Int8VnniLinear if linear_class == "vnni" else Int8DotLinear)(w, b, device="cpu")
+    x = torch.randn(1, 140, 576, generator=gen)  # [B, T, in]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = linear(x)
+        torch.set_num_threads(2)
+        assert torch.equal(linear(x), alone)
+    finally:
+        torch.set_num_threads(before)
