@@ -49,6 +49,18 @@ def test_a_miss_rate_that_does_not_fall_with_the_fan_out_is_never_said_to_hold()
     assert rising.verdict == FAILS, rising
 
 
+def test_a_draft_chain_that_outlasts_a_verify_makes_a_rising_miss_rate_inconclusive_not_false():
+    """Where the draft cannot finish its chain within a verify, wider trees arrive late: the study says so
+    instead of 'does not hold'; a fall that holds keeps its verdict with the caveat beside it."""
+    late = {"fits": False, "glue_ms": 12.0, "k": 4, "tree_step_ms": 20.0, "verify_ms": 38.0}
+    rows = fan_out_rounds(lambda f: min(0.1 * f, 0.9))
+    assert fan_out.judge_temperature(rows, 1.0, chain={**late, "fits": True}).verdict == FAILS
+    rising = fan_out.judge_temperature(rows, 1.0, chain=late)
+    assert rising.verdict == INCONCLUSIVE and "outlasts a verify (38.0 ms)" in rising.reason
+    falling = fan_out.judge_temperature(fan_out_rounds(lambda f: 0.6 * f ** -0.7), 1.0, chain=late)
+    assert falling.verdict == HOLDS and "outlasts" in falling.reason
+
+
 def test_a_hit_rate_saturated_at_f1_is_inconclusive_with_the_reason():
     finding = fan_out.judge_temperature(fan_out_rounds(lambda f: 0.0), 0.0)
     assert finding.verdict == INCONCLUSIVE and "degenerate" in finding.reason and "100.0%" in finding.reason

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ssdbench.report.ssd_summary import chain_against_verify
 from ssdbench.reproduce.findings import HOLDS, INCONCLUSIVE, Finding, judge_above, unmeasurable
 from ssdbench.reproduce.resample import bootstrap
 from ssdbench.reproduce.study import Study, StudyData, StudySweep
@@ -56,12 +57,22 @@ def judge(data: StudyData) -> list[Finding]:
     steps = data.steps
     if steps.empty:
         return [unmeasurable(NAME, CLAIM, "r", "no complete ssd point recorded")]
-    rows = steps[(steps["method"] == "ssd") & steps["cache_hit"].notna()]
-    return [judge_temperature(rows[rows["p_temperature"] == t], float(t))
-            for t in sorted(rows["p_temperature"].unique())]
+    ssd = steps[steps["method"] == "ssd"]
+    rows = ssd[ssd["cache_hit"].notna()]
+    events = data.events
+    findings = []
+    for t in sorted(rows["p_temperature"].unique()):
+        at_t = events[events["p_temperature"] == t] if "p_temperature" in events.columns else None
+        chain = (chain_against_verify(ssd[ssd["p_temperature"] == t], at_t, data.base.k)
+                 if at_t is not None and data.base is not None else None)
+        findings.append(judge_temperature(rows[rows["p_temperature"] == t], float(t), chain=chain))
+    return findings
 
 
-def judge_temperature(rows: pd.DataFrame, temperature: float) -> Finding:
+def judge_temperature(rows: pd.DataFrame, temperature: float, *, chain: dict | None = None) -> Finding:
+    """`chain`: report/ssd_summary.py's check of the draft's chain against a verify at this temperature. Where
+    the chain does not fit, a wider tree is finished later rather than hit more often, so a miss rate that does
+    not fall says more of this CPU's tree kernel than of the fan-out: inconclusive, said why."""
     measured = f"power-law exponent r at temperature {temperature:g}"
     table = miss_by_fan_out(rows)
     settings = {"temperature": temperature, "fan_outs": table["F"].tolist(),
@@ -80,6 +91,11 @@ def judge_temperature(rows: pd.DataFrame, temperature: float) -> Finding:
                                   below="the miss rate rises with F")
     if verdict == HOLDS and not r2 >= GOOD_FIT:
         verdict, reason = INCONCLUSIVE, f"the miss rate falls with F, but not as a power law (R^2 = {r2:.2f})"
+    if chain is not None and not chain["fits"]:
+        late = (f"the draft's chain (glue {chain['glue_ms']:.1f} ms + {chain['k']} tree steps × "
+                f"{chain['tree_step_ms']:.1f} ms) outlasts a verify ({chain['verify_ms']:.1f} ms) here, so wider trees "
+                "come later rather than hit more often")
+        verdict, reason = (verdict, f"{reason}; {late}") if verdict == HOLDS else (INCONCLUSIVE, f"{late} ({reason})")
     return Finding(NAME, CLAIM, measured, estimate, low, high, verdict, f"{reason}; R^2 = {r2:.2f}",
                    paper="a power law in F", settings={**settings, "r2": r2})
 

@@ -29,6 +29,7 @@ class StudyData:
     requests: pd.DataFrame
     base: RunSettings
     skipped: dict[str, str] = field(default_factory=dict)  # folder -> why it did not run
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)  # ssd's draft timeline, with the point's columns
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def load_study(out: Path, sweeps: list[StudySweep], base: RunSettings) -> StudyD
     from ssdbench.records.reader import load_run
     from ssdbench.run.sweep import grid, point_status
 
-    steps, requests, skipped = [], [], {}
+    steps, requests, events, skipped = [], [], [], {}
     for sweep in sweeps:
         if sweep.skipped:
             skipped[sweep.folder] = sweep.skipped
@@ -66,8 +67,10 @@ def load_study(out: Path, sweeps: list[StudySweep], base: RunSettings) -> StudyD
             values = {**{k: getattr(settings, k) for k in sweep.settings}, **point.as_dict()}
             steps.append(point_columns(run.steps, values, sweep.folder))
             requests.append(point_columns(run.requests, values, sweep.folder))
+            if run.events is not None and not run.events.empty:
+                events.append(point_columns(run.events, values, sweep.folder))
     frame = lambda parts: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()  # noqa: E731
-    return StudyData(frame(steps), frame(requests), base, skipped)
+    return StudyData(frame(steps), frame(requests), base, skipped, frame(events))
 
 
 def study_base(base: RunSettings, sweep: StudySweep) -> RunSettings:
