@@ -25,7 +25,7 @@ llama-server: install
 	$(PY) -m ssdbench.endpoints.build_llama_server -j2
 
 test: install llama-server
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20  # the slowest tests named in every CI log
 
 clean:
 	rm -rf $(VENV) runs
