@@ -100,6 +100,11 @@ static void rope(float *x, const float *cos_t, const float *sin_t, int64_t d) {
 #endif
 #define QUERY_BLOCK 4  /* queries scored together: independent chains of multiply-adds */
 #define ROW_CHUNK 8    /* rows of one sequence per task: the keys are read once for all their query heads */
+/* Vectors of each value row mixed per pass over the slots (QUERY_BLOCK x this many accumulators, in
+ * registers): a value row is read as one run rather than a vector at a time with a stride of the head
+ * size, the cache's layout; each output is still summed over the slots in order, so its bits are as
+ * before. */
+#define MIX_VECTORS (SLOT_BLOCK == 16 ? 4 : 2)
 
 /* SLOT_BLOCK floats as one vector (GCC's vector extension). */
 typedef float slot_vec __attribute__((vector_size(SLOT_BLOCK * sizeof(float))));
@@ -213,6 +218,17 @@ static void softmax_visible(float *scores, const uint8_t *visible, int64_t last,
 static void mix_values(const float *const *p, float *const *out, int64_t queries, const float *v, int64_t last,
                        int64_t d) {
   int64_t i0 = 0;
+  for (; i0 + MIX_VECTORS * SLOT_BLOCK <= d; i0 += MIX_VECTORS * SLOT_BLOCK) {
+    slot_vec acc[QUERY_BLOCK][MIX_VECTORS];
+    memset(acc, 0, sizeof acc);
+    for (int64_t j = 0; j <= last; j++) /* each slot's values read as one run: a whole row for heads of 64 */
+      for (int64_t c = 0; c < MIX_VECTORS; c++) {
+        slot_vec values;
+        memcpy(&values, v + j * d + i0 + c * SLOT_BLOCK, sizeof values);
+        for (int64_t t = 0; t < QUERY_BLOCK; t++) acc[t][c] += p[t][j] * values;
+      }
+    for (int64_t t = 0; t < queries; t++) memcpy(out[t] + i0, acc[t], sizeof acc[t]);
+  }
   for (; i0 + SLOT_BLOCK <= d; i0 += SLOT_BLOCK) {
     slot_vec acc[QUERY_BLOCK];
     memset(acc, 0, sizeof acc);
