@@ -177,11 +177,11 @@ static inline const uint8_t *line_at(const uint8_t *packed, int64_t groups, int6
 #define WIDE (2 * NV)
 
 /* nr rows x nv output vectors (both constant at each call site; nr * nv <= MR * NV) from output o0:
- * acc[r][v], before s[o]. */
+ * acc[r][v], before s[o]. `ahead` >= 0: the outputs whose weights to prefetch meanwhile (see multiply). */
 static inline __attribute__((always_inline)) void tile_rows(const int8_t *restrict q, const float *restrict dx,
                                                             const int32_t *restrict qsum,
                                                             const uint8_t *restrict packed, int64_t in_p, int64_t o0,
-                                                            int nr, int nv, fvec acc[MR][WIDE]) {
+                                                            int nr, int nv, int64_t ahead, fvec acc[MR][WIDE]) {
   const int64_t groups = in_p / GROUP, blocks = (in_p + QBLOCK - 1) / QBLOCK;
   for (int r = 0; r < nr; r++)
     for (int v = 0; v < nv; v++) acc[r][v] = ZERO_F();
@@ -200,6 +200,8 @@ static inline __attribute__((always_inline)) void tile_rows(const int8_t *restri
     for (int64_t g = b * (QBLOCK / GROUP); g < g_end; g++) {
       ivec wv[WIDE];
       for (int v = 0; v < nv; v++) wv[v] = LOAD_I(line_at(packed, groups, o0 + v * VEC_OUT, g));
+      if (ahead >= 0)
+        for (int v = 0; v < nv; v++) __builtin_prefetch(line_at(packed, groups, ahead + v * VEC_OUT, g), 0, 2);
       for (int r = 0; r < nr; r++) {
         const int32_t a4 = four_bytes(q + r * in_p + g * GROUP);
         for (int v = 0; v < nv; v++) sums[r][v] = DOT4(sums[r][v], a4, wv[v]);
@@ -242,9 +244,9 @@ static void one_row(const int8_t *q, const float *dx, const int32_t *qsum, const
       const int nv = o0 + span <= out_p ? WIDE : NV;
       fvec acc[MR][WIDE];
       if (nv == WIDE)
-        tile_rows(q, dx, qsum, packed, in_p, o0, 1, WIDE, acc);
+        tile_rows(q, dx, qsum, packed, in_p, o0, 1, WIDE, -1, acc);
       else
-        tile_rows(q, dx, qsum, packed, in_p, o0, 1, NV, acc);
+        tile_rows(q, dx, qsum, packed, in_p, o0, 1, NV, -1, acc);
       for (int v = 0; v < nv; v++) store_outputs(acc[0][v], scales, bias, y, o0 + v * VEC_OUT, out);
       o0 += nv * VEC_OUT;
     }
@@ -266,19 +268,22 @@ static void multiply(const int8_t *q, const float *dx, const int32_t *qsum, cons
       if (o0 >= out) break;
       for (int64_t r0 = 0; r0 < rows; r0 += MR) {
         const int nr = rows - r0 < MR ? (int)(rows - r0) : MR;
+        /* The first pass over a register tile's weights waits on memory, the later ones find them in cache:
+         * the second pass fetches the next tile's weights into L2 meanwhile, so no pass is all waiting. */
+        const int64_t next = o0 + NV * VEC_OUT, ahead = r0 == MR && next < round_up(out, TILE_OUT) ? next : -1;
         fvec acc[MR][WIDE];
         const int8_t *qr = q + r0 * in_p;
         const float *dr = dx + r0 * blocks;
         const int32_t *sr = qsum + r0 * blocks;
         switch (nr) { /* a constant row count per call: the tile stays in registers */
 #if MR >= 4
-          case 4: tile_rows(qr, dr, sr, packed, in_p, o0, 4, NV, acc); break;
+          case 4: tile_rows(qr, dr, sr, packed, in_p, o0, 4, NV, ahead, acc); break;
 #endif
 #if MR >= 3
-          case 3: tile_rows(qr, dr, sr, packed, in_p, o0, 3, NV, acc); break;
+          case 3: tile_rows(qr, dr, sr, packed, in_p, o0, 3, NV, ahead, acc); break;
 #endif
-          case 2: tile_rows(qr, dr, sr, packed, in_p, o0, 2, NV, acc); break;
-          default: tile_rows(qr, dr, sr, packed, in_p, o0, 1, NV, acc); break;
+          case 2: tile_rows(qr, dr, sr, packed, in_p, o0, 2, NV, ahead, acc); break;
+          default: tile_rows(qr, dr, sr, packed, in_p, o0, 1, NV, ahead, acc); break;
         }
         for (int r = 0; r < nr; r++)
           for (int v = 0; v < NV; v++) store_outputs(acc[r][v], scales, bias, y + (r0 + r) * out, o0 + v * VEC_OUT, out);
