@@ -12,6 +12,11 @@ from rich.table import Table
 from ssdbench.metrics.summary import SPEEDUP_NOTE
 
 
+PASSES_NOTE = ("accept len: tokens per verify step; a serving engine's counts only the steps that drafted, as vLLM "
+               "and aiperf count it. tok/target pass: decode tokens over the target's forward passes (a server's: "
+               "completion tokens less its accepted drafts), the figure to compare between methods and servers.")
+
+
 def _num(value: float, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
@@ -28,17 +33,19 @@ def summary_table(summary: pd.DataFrame, *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     has_mbu = "target_mbu" in summary.columns
     has_energy = "joules_per_token" in summary.columns
+    has_passes = "tokens_per_target_pass" in summary.columns  # a run with serving engines (endpoints/table.py)
     names = ["method", "requests", "new tokens", "decode tok/s p50", "decode speedup vs ar", "95% CI",
              "e2e speedup vs ar",
-             "accept len", "draft accept", "TTFT ms p50", "TPOT ms p50"] + (["target MBU"] if has_mbu else []) \
-        + (["GPU J/token"] if has_energy else [])
+             "accept len", *(["tok/target pass"] if has_passes else []), "draft accept", "TTFT ms p50",
+             "TPOT ms p50"] + (["target MBU"] if has_mbu else []) + (["GPU J/token"] if has_energy else [])
     for name in names:
         table.add_column(name, justify="left" if name == "method" else "right", no_wrap=name == "method")
     for _, row in summary.iterrows():
         cells = [
             row["label"], str(row["num_requests"]), str(row["new_tokens"]),
             _num(row["decode_tokens_per_s_median"]), *_speedup_cells(row), _num(row["speedup_e2e"], "{:.2f}×"),
-            _num(row["acceptance_length"]), _num(row["draft_acceptance_rate"], "{:.1%}"),
+            _num(row["acceptance_length"]), *([_num(row["tokens_per_target_pass"])] if has_passes else []),
+            _num(row["draft_acceptance_rate"], "{:.1%}"),
             _num(row["ttft_ms_median"], "{:.1f}"), _num(row["tpot_ms_median"], "{:.1f}"),
         ]
         table.add_row(*cells, *([_num(row["target_mbu"], "{:.0%}")] if has_mbu else []),
@@ -60,9 +67,14 @@ def exactness_line(summary: pd.DataFrame, *, greedy: bool, divergences: list[dic
                 "test suite's goodness-of-fit tests, not per run.")
     if "ar" not in set(summary["label"]) or others.empty:
         return "Outputs: nothing to compare against `ar` in this run."
-    parts = [f"{r['label']} {r['outputs_match']:.0%}" for _, r in others.iterrows()]
+    on_text = others["identity_on"] == "text" if "identity_on" in others else pd.Series(False, others.index)
+    parts = [f"{r['label']} {r['outputs_match']:.0%}" + (" on text" if text else "")
+             for (_, r), text in zip(others.iterrows(), on_text)]
     verdict = "identical to ar" if (others["outputs_match"] == 1).all() else "NOT all identical to ar"
     line = f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
+    if on_text.any():
+        line += (f" {', '.join(others['label'][on_text])}: judged on the text, as the server sent no token ids "
+                 "(re-tokenised text may give other ids for the same text).")
     if isinstance(divergences, str):
         return f"{line} Departures {divergences}."
     return f"{line} {divergence_note(divergences or [])}".rstrip()
@@ -72,8 +84,9 @@ def divergence_note(divergences: Sequence[dict]) -> str:
     """One line for the run's exactness statement ('' when nothing departed)."""
     if not divergences:
         return ""
-    ties = [d for d in divergences if d["near_tie"]]
-    real = [d for d in divergences if not d["near_tie"]]
+    ties = [d for d in divergences if d["near_tie"] is True]
+    real = [d for d in divergences if d["near_tie"] is False]
+    unverifiable = [d for d in divergences if d["near_tie"] is None]
     parts = []
     if ties:
         worst = max(ties, key=lambda d: abs(d["margin"]))
@@ -83,6 +96,9 @@ def divergence_note(divergences: Sequence[dict]) -> str:
         widest = max(real, key=lambda d: abs(d["margin"]))
         parts.append(f"{len(real)} NOT near-ties ({_labels(real)}; widest: prompt {widest['prompt_id']} token "
                      f"{widest['position']}, margin {widest['margin']:.3g} > tolerance {widest['tolerance']:.3g})")
+    if unverifiable:
+        parts.append(f"{len(unverifiable)} unverifiable ({_labels(unverifiable)}: the server reports no float dtype "
+                     "to bound its roundings with, and ssdbench's own bound is its run's dtype)")
     return f"Requests departing from ar: {'; '.join(parts)}."
 
 
@@ -111,6 +127,8 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     if ssd is not None and not ssd.empty:
         console.print(ssd_table(ssd))
     console.print(SPEEDUP_NOTE)
+    if "tokens_per_target_pass" in summary.columns:
+        console.print(PASSES_NOTE)
     console.print(exactness_line(summary, greedy=greedy, divergences=divergences))
 
 
