@@ -5,7 +5,9 @@ A server that is down, a closed port or a model it does not serve is the user's 
 comes from what the server says of itself (`owned_by` in `/v1/models`), not from its URL; it decides
 only which optional request fields ask for speculation figures, never how they are read. Whether
 `GET /metrics` carries speculation counters (the acceptance fallback) is probed here too: a server
-without them (404, or counters absent) simply gets no fallback, said in one line in the manifest.
+without them (404, or counters absent) simply gets no fallback, said in one line in the manifest. The
+server's version and dtype come from the routes where its kind describes itself (`dtypes`); a route that
+fails or answers in another shape leaves them unknown, never the run.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def _self_report(endpoint: Endpoint, kind: str, api_key: str | None) -> object:
 def _version(kind: str, answer: object) -> str | None:
     """The server's own version string where its self-report has one; None where it does not say."""
     key = SELF_REPORTS.get(kind, (None, None))[1]
-    value = answer.get(key) if key and isinstance(answer, dict) else None  # only described: any other shape says nothing
+    value = answer.get(key) if key and isinstance(answer, dict) else None  # any other shape says nothing
     return str(value)[:VERSION_CHARS] if isinstance(value, (str, int, float)) else None
 
 
