@@ -7,7 +7,9 @@ What each engine is asked, per request:
 - vLLM: `return_token_ids: true` (each chunk's `choices[i].token_ids`) and a fresh `cache_salt` per
   request, which keys its prefix cache apart from every other request's.
 - SGLang: `return_spec_tokens_details` and `return_token_ids`; that SGLang answers the latter with
-  vLLM's `choices[i].token_ids` is assumed, untested here (where it does not, the text is judged).
+  vLLM's `choices[i].token_ids` is assumed, untested here (where it does not, the text is judged). No
+  per-request switch for its radix cache is known here: the warm-up's unmeasured prompt and the cached
+  prompt tokens its usage reports (warned of where not 0) are what guard its measured requests.
 """
 
 from __future__ import annotations
