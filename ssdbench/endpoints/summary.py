@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ssdbench.endpoints.acceptance import TRTLLM
 from ssdbench.endpoints.chunk_tokens import tokens_per_chunk
 
 
@@ -93,7 +94,9 @@ def _figures(row: dict) -> str:
     if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
         text += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
                  f"{row['rate_per_request_median']:.3f} median per request")
-    if row["acceptance_length"] is not None:
+    if row["acceptance_length"] is not None and row["acceptance_source"] == TRTLLM:
+        text += f"; acceptance length {row['acceptance_length']:.2f} per decoding iteration (mean per request)"
+    elif row["acceptance_length"] is not None:
         text += (f"; acceptance length {row['acceptance_length']:.2f} per drafted step (mean per request; the steps "
                  "that drafted, as vLLM and aiperf count it)")
     if row["tokens_per_target_pass"] is not None:
