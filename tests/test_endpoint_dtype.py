@@ -45,10 +45,11 @@ def test_llama_server_reports_its_file_type_on_props(ftype, bound):
     assert info.describe()["server_dtype"] == ftype and info.describe()["near_tie_dtype"] == bound
 
 
-def test_vllm_reports_its_dtype_in_the_model_config_gauge():
-    gauge = 'vllm:model_config_info{dtype="bfloat16",model="m",served_model_name="m"} 1.0\n'
+@pytest.mark.parametrize("dtype, bound", [("bfloat16", "bfloat16"), ("torch.float16", "float16"), ("fp8", None)])
+def test_vllm_reports_its_dtype_in_the_model_config_gauge(dtype, bound):
+    gauge = f'vllm:model_config_info{{dtype="{dtype}",model="m",served_model_name="m"}} 1.0\n'
     info = probed(owner="vllm", metrics=gauge)
-    assert info.dtype == "bfloat16" and info.describe()["near_tie_dtype"] == "bfloat16"
+    assert info.dtype == dtype and info.describe()["near_tie_dtype"] == bound
 
 
 @pytest.mark.parametrize("answers", [{"owner": "vllm", "metrics": "vllm:num_requests_running 0\n"},

@@ -4,7 +4,7 @@ Where each engine says it (probed once, `preflight`):
 - llama.cpp `llama-server`: `GET /props` `model_ftype`, the GGUF's file type (`F16`, `BF16`, `all F32`, `Q4_0`,
   with `(guessed) ` before it when the file did not say);
 - vLLM: `GET /metrics` `vllm:model_config_info{dtype="bfloat16",...}` where the version exports that gauge (its
-  `/v1/models` names no dtype);
+  `/v1/models` names no dtype; `torch.bfloat16` reads the same);
 - SGLang: `GET /get_server_info` `dtype` (its server argument; `auto` says nothing and reads as unknown), assumed
   from its documentation and untested here.
 Any other server, or an answer without the field, is unknown (None). A quantised type (`Q4_0`, `fp8`) has no
@@ -29,7 +29,9 @@ def float_dtype(server_dtype: str | None) -> str | None:
     if server_dtype is None:
         return None
     name = server_dtype.strip().lower()
-    return FLOAT_DTYPES.get(name[len(GUESSED):] if name.startswith(GUESSED) else name)
+    for prefix in (GUESSED, "torch."):  # llama.cpp's guessed file types; a torch dtype written with str()
+        name = name[len(prefix):] if name.startswith(prefix) else name
+    return FLOAT_DTYPES.get(name)
 
 
 def text_or_none(value) -> str | None:
