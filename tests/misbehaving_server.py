@@ -36,8 +36,10 @@ def good_events(model: str = "m") -> list[dict]:
 class Misbehaving(CannedStream):
     models: object = MODELS  # the JSON /v1/models answers with
     metrics = None  # /metrics text as a function of the POSTs served so far; None: 404
+    props: object = None  # the JSON GET /props answers with (llama-server's self-report); None: 404
     good: bytes = sse(good_events())
     bad: bytes | None = None  # the answer to the first measured request
+    bodies: list | None = None  # where a list is given, every POST's JSON body is appended to it
     posts = 0
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
@@ -46,12 +48,16 @@ class Misbehaving(CannedStream):
             self.reply(200, "application/json", json.dumps(cls.models).encode())
         elif self.path == "/metrics" and cls.metrics is not None:
             self.reply(200, "text/plain; version=0.0.4", cls.metrics(cls.posts).encode())
+        elif self.path == "/props" and cls.props is not None:
+            self.reply(200, "application/json", json.dumps(cls.props).encode())
         else:
             self.reply(404, "application/json", b'{"error": {"message": "no such route"}}')
 
     def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         cls = type(self)
+        if cls.bodies is not None:
+            cls.bodies.append(json.loads(raw))
         cls.posts += 1
         body = cls.bad if cls.bad is not None and cls.posts == 2 else cls.good
         self.reply(200, "text/event-stream", body)

@@ -40,6 +40,11 @@ def without_ids(events):
     (lambda events: events[2].update(usage={"completion_tokens": -3}), "completions",
      "usage.completion_tokens: expected a whole number from 0 to 2147483647, got int -3"),
     (first_choice(token_ids=[10**12]), "completions", "token_ids[0]: expected a token id"),
+    (lambda events: events[2].update(usage={"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": "x"}}),
+     "completions", "usage.prompt_tokens_details.cached_tokens: expected a whole number from 0 to 2147483647, "
+     "got string 'x'"),
+    (lambda events: events[2].update(usage={"completion_tokens": 3, "prompt_tokens_details": [0]}), "completions",
+     "usage.prompt_tokens_details: expected an object, got list [0]"),
     (first_choice(finish_reason=["stop"]), "completions", 'finish_reason: expected a string, got list ["stop"]'),
     (lambda events: events[0].update(model={"id": "m"}), "completions", "model: expected a string, got object"),
 ])

@@ -81,7 +81,8 @@ def test_endpoints_beside_ar_recorded_and_compared(servers, tmp_path):
     assert described["kind"] == "llama.cpp" and described["server_version"]
     printed = " ".join(result.stdout.split())
     assert "spec@endpoint-c1: 2/2 requests ok" in printed and "draft acceptance rate" in printed
-    assert "plain@endpoint-c1: 2/2 requests ok, 1.00 tokens per streamed chunk; no acceptance figures" in printed
+    assert ("plain@endpoint-c1: 2/2 requests ok, 1.00 tokens per streamed chunk (from the server's usage count); "
+            "no acceptance figures") in printed
     compared = ssdbench("compare", str(out), "--baseline-variant", "0:plain@endpoint-c1", "--format", "json")
     assert compared.returncode == 0, compared.stderr
     rows = {row["variant"]: row for row in json.loads(compared.stdout)["rows"]}

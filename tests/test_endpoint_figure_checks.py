@@ -49,7 +49,7 @@ def test_figures_that_cannot_be_true_are_recorded_invalid_and_not_printed(tmp_pa
     outcome = run_against(tmp_path, good=answer)
     assert outcome.returncode == 0 and outcome.last_error is None
     assert "2/2 requests ok" in outcome.stdout and "draft acceptance rate" not in outcome.stdout
-    assert "(mean per request)" not in outcome.stdout  # no acceptance length printed as measured
+    assert "per drafted step" not in outcome.stdout  # no acceptance length printed as measured
     assert f"figures of 2/2 responses invalid, not used (endpoints.acceptance_invalid): {why} [from {VLLM}]" \
         in outcome.stdout
     for row in outcome.rows:
@@ -64,8 +64,9 @@ def test_one_invalid_response_leaves_the_others_figures_measured(tmp_path):
     assert invalid["acceptance_invalid"].startswith("7 accepted of 4 drafted tokens")
     assert (valid["draft_tokens"], valid["accepted_tokens"], valid["verify_steps"]) == (4, 2, 2)
     assert pd.isna(valid["acceptance_invalid"])
-    assert ("draft acceptance rate 0.500 pooled, 0.500 median per request; acceptance length 2.00 (mean per "
-            f"request) [from {VLLM}]; figures of 1/2 responses invalid") in outcome.stdout
+    assert ("draft acceptance rate 0.500 pooled, 0.500 median per request; acceptance length 2.00 per drafted step "
+            f"(mean per request; the steps that drafted, as vLLM and aiperf count it) [from {VLLM}]; figures of 1/2 "
+            "responses invalid") in outcome.stdout
 
 
 @pytest.mark.parametrize("answer, note", [

@@ -149,8 +149,9 @@ def test_report_draws_the_server_rounds_acceptance_and_leaves_them_out_of_round_
     assert sorted(points["label"]) == ["plain@endpoint-c1", "vllm@endpoint-c1"] and points["batch_size"].isna().all()
 
 
-def test_a_v4_endpoint_run_still_loads_with_the_v5_columns_empty(tmp_path, url):
-    """v5 added endpoints.acceptance_invalid and endpoints.model_asked: an earlier run reads with them null."""
+def written_as(path, version: int, dropped: list[str]) -> None:
+    """The run at `path` rewritten as schema `version` wrote it: the endpoints columns it lacked dropped, the
+    version in every table and the manifest, the files' hashes renewed."""
     import json
 
     import pyarrow.parquet as pq
@@ -158,18 +159,42 @@ def test_a_v4_endpoint_run_still_loads_with_the_v5_columns_empty(tmp_path, url):
     from ssdbench.records import schema
     from ssdbench.records.manifest import sha256_file
 
-    path = recorded_run(tmp_path, url).path
     for name in (*schema.TABLE_NAMES, "endpoints"):
         table = pq.read_table(path / f"{name}.parquet")
         if name == "endpoints":
-            table = table.drop_columns(["acceptance_invalid", "model_asked"])
-        meta = {**table.schema.metadata, schema.VERSION_KEY: b"4"}
+            table = table.drop_columns(dropped)
+        meta = {**table.schema.metadata, schema.VERSION_KEY: str(version).encode()}
         pq.write_table(table.replace_schema_metadata(meta), path / f"{name}.parquet")
     manifest = json.loads((path / schema.MANIFEST_NAME).read_text())
     for name, entry in manifest["files"].items():
         entry.update(sha256=sha256_file(path / name), bytes=(path / name).stat().st_size)
-    (path / schema.MANIFEST_NAME).write_text(json.dumps({**manifest, "schema_version": 4}))
+    (path / schema.MANIFEST_NAME).write_text(json.dumps({**manifest, "schema_version": version}))
+
+
+V6_COLUMNS = ["cached_prompt_tokens", "target_passes", "text_matches_ar"]
+
+
+def test_a_v4_endpoint_run_still_loads_with_the_v5_columns_empty(tmp_path, url):
+    """v5 added endpoints.acceptance_invalid and endpoints.model_asked: an earlier run reads with them null."""
+    from ssdbench.records import schema
+
+    path = recorded_run(tmp_path, url).path
+    written_as(path, 4, ["acceptance_invalid", "model_asked", *V6_COLUMNS])
     run = load_run(path)
     assert run.manifest["schema_version"] == schema.SCHEMA_VERSION
     assert run.endpoints["acceptance_invalid"].isna().all() and run.endpoints["model_asked"].isna().all()
     assert len(run.endpoints) == 2 * len(PER_STEP)
+
+
+def test_a_v5_endpoint_run_still_loads_with_the_v6_columns_null(tmp_path, url):
+    """v6 added endpoints.cached_prompt_tokens, target_passes and text_matches_ar: a v5 run reads with them null
+    (unknown), and its other figures as they were written."""
+    from ssdbench.records import schema
+
+    written = recorded_run(tmp_path, url)
+    assert written.endpoints["target_passes"].notna().any()  # the current writer fills them, so null is the upgrader's
+    written_as(written.path, 5, V6_COLUMNS)
+    run = load_run(written.path)
+    assert run.manifest["schema_version"] == schema.SCHEMA_VERSION == 6
+    assert all(run.endpoints[name].isna().all() for name in V6_COLUMNS)
+    assert run.endpoints["accepted_tokens"].tolist() == written.endpoints["accepted_tokens"].tolist()

@@ -97,6 +97,27 @@ def test_the_run_check_pairs_each_variant_with_ars_request(twin_model):
     assert "1 at near-ties" in note and "ssd" in note and "NOT" not in note
 
 
+@pytest.mark.parametrize("server_dtype, near_tie", [("BF16", True), ("bfloat16", True), ("all F32", False),
+                                                     ("Q4_0", None), (None, None)])
+def test_a_servers_departure_is_bounded_by_its_own_dtype_or_unverifiable(twin_model, server_dtype, near_tie):
+    """A flip between the twins on an fp32 run: a near-tie for a bf16 server, a real difference for an fp32 one,
+    and unverifiable where the server reports no float dtype (never "not a near-tie" on the run's fp32 bound)."""
+    from ssdbench.run.session import _server_bound
+
+    ar = ar_output(twin_model)
+    rows = [request(ar, method="ar"), request([15 - ar[0]] + ar[1:], method="llama", engine="endpoint-c1")]
+    columns = {name: [r[name] for r in rows] for name in rows[0]}
+    bound = _server_bound(torch.float32, server_dtype)
+    found = greedy_divergences(columns, lambda ids: next_token_logits(twin_model, ids), torch.float32,
+                               dtype_of=lambda label: bound)
+    assert [(d.label, d.near_tie) for d in found] == [("llama@endpoint-c1", near_tie)]
+    note = divergence_note([d.describe() for d in found])
+    if near_tie is None:
+        assert "1 unverifiable (llama@endpoint-c1: the server reports no float dtype" in note and "NOT" not in note
+    else:
+        assert ("NOT near-ties" in note) == (not near_tie)
+
+
 def test_a_greedy_run_records_that_nothing_departed(tmp_path):
     from cli_fixtures import save_tiny_model
     from test_cli_run import base_args, run_cli

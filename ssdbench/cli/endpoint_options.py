@@ -79,10 +79,12 @@ def report_endpoints(recorder, console) -> None:
     import pandas as pd
 
     from ssdbench.endpoints.runner import failures
-    from ssdbench.endpoints.summary import acceptance_lines, model_warnings, prompt_token_warnings
+    from ssdbench.endpoints.summary import (acceptance_lines, cached_prompt_warnings, model_warnings,
+                                            prompt_token_warnings)
 
     endpoints = pd.DataFrame(recorder.endpoints)
-    warnings = prompt_token_warnings(endpoints, pd.DataFrame(recorder.requests)) + model_warnings(endpoints)
+    warnings = (prompt_token_warnings(endpoints, pd.DataFrame(recorder.requests)) + model_warnings(endpoints)
+                + cached_prompt_warnings(endpoints))
     for line in acceptance_lines(endpoints) + warnings:
         console.print(line, markup=False)  # "[from ...]" is text, not a Rich style tag
     failed = failures(recorder)

@@ -5,13 +5,16 @@ A server that is down, a closed port or a model it does not serve is the user's 
 comes from what the server says of itself (`owned_by` in `/v1/models`), not from its URL; it decides
 only which optional request fields ask for speculation figures, never how they are read. Whether
 `GET /metrics` carries speculation counters (the acceptance fallback) is probed here too: a server
-without them (404, or counters absent) simply gets no fallback, said in one line in the manifest.
+without them (404, or counters absent) simply gets no fallback, said in one line in the manifest. The
+server's version and dtype come from the routes where its kind describes itself (`dtypes`); a route that
+fails or answers in another shape leaves them unknown, never the run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ssdbench.endpoints import dtypes
 from ssdbench.endpoints.fields import MalformedAnswer, as_object, optional_list, optional_text, wrong
 from ssdbench.endpoints.http import RequestFailed, get_json, get_text
 from ssdbench.endpoints.kinds import kind_of
@@ -35,10 +38,12 @@ class ServerInfo:
     version: str | None  # what the server says of its version, where it does
     counters: CounterNames | None = None  # speculation counters on GET /metrics; None: no fallback
     counters_note: str = "GET /metrics not probed"
+    dtype: str | None = None  # the dtype the server says it runs (`dtypes`), as it spells it; None: it does not say
 
     def describe(self) -> dict:
         return {"kind": self.kind, "model_reported": self.model, "models_listed": list(self.models_listed),
-                "server_version": self.version, "acceptance_from_metrics": self.counters_note}
+                "server_version": self.version, "acceptance_from_metrics": self.counters_note,
+                "server_dtype": self.dtype, "near_tie_dtype": dtypes.float_dtype(self.dtype)}
 
 
 def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
@@ -54,9 +59,11 @@ def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = 
                             "(is it an OpenAI-compatible server?)")
     model = _chosen_model(endpoint, ids)
     kind = kind_of(owned_by or "")
-    counters, note = _metrics_support(endpoint, api_key)
-    return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(endpoint, kind, api_key),
-                      counters=counters, counters_note=note)
+    metrics_text = _metrics_text(endpoint, api_key)
+    counters, note = _metrics_support(metrics_text)
+    own = _self_report(endpoint, kind, api_key)
+    return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(kind, own),
+                      counters=counters, counters_note=note, dtype=_dtype(kind, own, metrics_text))
 
 
 def _listed_models(listing) -> tuple[tuple[str, ...], str | None]:
@@ -85,26 +92,48 @@ def _chosen_model(endpoint: Endpoint, ids: tuple[str, ...]) -> str:
     return endpoint.model
 
 
-def _version(endpoint: Endpoint, kind: str, api_key: str | None) -> str | None:
-    """The server's own version string where it has a route for it; None where it does not say."""
-    path, key = {"llama.cpp": ("/props", "build_info"), "vllm": ("/version", "version"),
-                 "sglang": ("/get_server_info", "version")}.get(kind, (None, None))
+SELF_REPORTS = {"llama.cpp": ("/props", "build_info"), "vllm": ("/version", "version"),
+                "sglang": ("/get_server_info", "version")}  # kind -> (the route where it describes itself, version key)
+
+
+def _self_report(endpoint: Endpoint, kind: str, api_key: str | None) -> object:
+    """What the server says of itself on its kind's route (any JSON value), or None where it has none or fails."""
+    path = SELF_REPORTS.get(kind, (None, None))[0]
     if path is None:
         return None
     try:
-        answer = get_json(endpoint.url, path, timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
+        return get_json(endpoint.url, path, timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
     except RequestFailed:
         return None
-    value = answer.get(key) if isinstance(answer, dict) else None  # only described: any other shape says nothing
+
+
+def _version(kind: str, answer: object) -> str | None:
+    """The server's own version string where its self-report has one; None where it does not say."""
+    key = SELF_REPORTS.get(kind, (None, None))[1]
+    value = answer.get(key) if key and isinstance(answer, dict) else None  # any other shape says nothing
     return str(value)[:VERSION_CHARS] if isinstance(value, (str, int, float)) else None
 
 
-def _metrics_support(endpoint: Endpoint, api_key: str | None) -> tuple[CounterNames | None, str]:
-    """(the speculation counters GET /metrics exposes, or None; one line saying so, for the manifest)."""
+def _dtype(kind: str, own: object, metrics_text: str | RequestFailed) -> str | None:
+    """The dtype the server says it runs, where its kind says it (`dtypes`); None where it does not."""
+    if kind == "vllm":
+        return None if isinstance(metrics_text, RequestFailed) else dtypes.from_vllm_metrics(metrics_text)
+    if kind == "llama.cpp":
+        return dtypes.from_llama_props(own)
+    return dtypes.from_sglang_info(own) if kind == "sglang" else None
+
+
+def _metrics_text(endpoint: Endpoint, api_key: str | None) -> str | RequestFailed:
     try:
-        text = get_text(endpoint.url, "/metrics", timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
+        return get_text(endpoint.url, "/metrics", timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
     except RequestFailed as err:
-        return None, f"no fallback: GET /metrics failed ({err})"
+        return err
+
+
+def _metrics_support(text: str | RequestFailed) -> tuple[CounterNames | None, str]:
+    """(the speculation counters GET /metrics exposes, or None; one line saying so, for the manifest)."""
+    if isinstance(text, RequestFailed):
+        return None, f"no fallback: GET /metrics failed ({text})"
     found = counters_in(text)
     if found is None:
         return None, ("no fallback: GET /metrics has no speculation counters "

@@ -63,6 +63,7 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         "server_finish_reason": completion.finish_reason, "token_source": source,
         "completion_tokens": int(counted) if isinstance(counted, int) else None,
         "server_prompt_tokens": completion.server_prompt_tokens,
+        "cached_prompt_tokens": completion.cached_prompt_tokens,
         "chunk_offsets_ms": [(c.t_ns - completion.start_ns) / 1e6 for c in completion.chunks],
         "chunk_tokens": per_chunk,
         "acceptance_source": acceptance and acceptance.source,
@@ -76,7 +77,20 @@ def record_success(recorder: Recorder, key: RequestKey, completion: Completion, 
         if acceptance and acceptance.accepted_per_position else None,
         "acceptance_note": completion.acceptance_note,
         "acceptance_invalid": acceptance and acceptance.invalid,
+        "target_passes": target_passes(int(counted) if isinstance(counted, int) else None, acceptance),
+        "text_matches_ar": None,  # filled once the run's ar outputs are known (`text_identity`)
     })
+
+
+def target_passes(completion_tokens: int | None, acceptance: Acceptance | None) -> int | None:
+    """Target forward passes behind the request's tokens, prefill included: each pass commits one token of its own
+    beside the drafts it accepted, so passes = completion tokens - accepted drafts. No engine reports the passes
+    themselves (vLLM's num_spec_steps counts only the steps that drafted); None where the accepted count is not
+    known or cannot be the request's (more accepted drafts than tokens)."""
+    if completion_tokens is None or acceptance is None or acceptance.invalid or acceptance.accepted_tokens is None:
+        return None
+    passes = completion_tokens - acceptance.accepted_tokens
+    return passes if passes >= 1 else None
 
 
 def record_server_rounds(recorder: Recorder, key: RequestKey, acceptance: Acceptance | None) -> int:
@@ -93,7 +107,7 @@ def record_server_rounds(recorder: Recorder, key: RequestKey, acceptance: Accept
 def record_failure(recorder: Recorder, key: RequestKey, *, error: str, concurrency: int, url: str,
                    t_start_ns: int) -> None:
     nulls = dict.fromkeys(("model", "model_asked", "text", "server_finish_reason", "token_source", "completion_tokens",
-                           "server_prompt_tokens",
+                           "server_prompt_tokens", "cached_prompt_tokens", "target_passes", "text_matches_ar",
                            "chunk_offsets_ms", "chunk_tokens", "acceptance_source", "draft_tokens", "accepted_tokens",
                            "verify_steps", "acceptance_length", "accepted_per_step",
                            "accepted_per_position", "acceptance_note", "acceptance_invalid"))

@@ -70,6 +70,13 @@ class Completion:
         value = (self.usage or {}).get("prompt_tokens")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+    @property
+    def cached_prompt_tokens(self) -> int | None:
+        """Prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens, as vLLM
+        and llama-server report them), where it says; checked as a count when the event was read."""
+        details = (self.usage or {}).get("prompt_tokens_details") or {}
+        return count_or_none(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
+
 
 def _sampling_fields(sampling: Sampling) -> dict:
     fields = {"max_tokens": sampling.max_new_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -133,6 +140,8 @@ def _take_event(completion: Completion, event: dict, t_ns: int) -> None:
     if usage is not None:
         for name in ("prompt_tokens", "completion_tokens"):
             count_or_none(usage.get(name), f"usage.{name}")
+        details = optional_object(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details") or {}
+        count_or_none(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
         completion.usage = usage
     for n, choice in enumerate(optional_list(event.get("choices"), "choices") or ()):
         _take_choice(completion, as_object(choice, f"choices[{n}]"), f"choices[{n}]", t_ns)

@@ -31,6 +31,25 @@ COUNTER_REREADS = 10  # at 50 ms: how long a server may take to count a finished
 
 
 @dataclass(frozen=True)
+class Prompt:
+    token_ids: list[int]  # what the completions API sends
+    text: str  # what the chat API sends, as the first user turn
+
+
+def measured_prompt(workload: Workload, i: int) -> Prompt:
+    return Prompt(list(workload.token_ids[i]), workload.texts[i] if i < len(workload.texts) else "")
+
+
+def warm_up_prompt(workload: Workload) -> Prompt:
+    """The warm-up's prompt: the first prompt's ids (and words, for chat) in reverse order, a prompt that is not
+    measured: as long as the first and made of its tokens, but starting unlike it (unless it reads the same both
+    ways), so what the warm-up leaves in a prefix cache is no measured prompt's beginning. The engines that allow
+    it also keep every request out of the prefix cache (`kinds`)."""
+    first = measured_prompt(workload, 0)
+    return Prompt(first.token_ids[::-1], " ".join(reversed(first.text.split())))
+
+
+@dataclass(frozen=True)
 class EndpointVariant:
     endpoint: Endpoint
     server: ServerInfo
@@ -77,9 +96,10 @@ class EndpointRunner:
         self.down_reason: str | None = None
 
     def warm_up(self) -> None:
-        """One short unrecorded request, so the first recorded one pays no connection or graph set-up."""
+        """One short unrecorded request, so the first recorded one pays no connection or graph set-up. Its prompt
+        is none of the measured ones (`warm_up_prompt`), so no measured request finds it in a prefix cache."""
         try:
-            self._send(0, seed=self.decode.seed, max_new_tokens=WARMUP_TOKENS)
+            self._send(warm_up_prompt(self.workload), seed=self.decode.seed, max_new_tokens=WARMUP_TOKENS)
         except RequestFailed as err:
             self.down_reason = self.down_reason or _down(err)
 
@@ -107,31 +127,32 @@ class EndpointRunner:
         if self.down_reason is not None:
             return t_start_ns, None, f"not sent: {self.down_reason}"
         try:
-            completion = self._send(i, seed=self.decode.request_seed(i, repeat), max_new_tokens=self.decode.max_new_tokens)
+            completion = self._send(measured_prompt(self.workload, i), seed=self.decode.request_seed(i, repeat),
+                                    max_new_tokens=self.decode.max_new_tokens)
         except RequestFailed as err:
             self.down_reason = self.down_reason or _down(err)
             return t_start_ns, None, str(err)
         return t_start_ns, completion, None
 
-    def _send(self, i: int, *, seed: int, max_new_tokens: int) -> Completion:
+    def _send(self, prompt: Prompt, *, seed: int, max_new_tokens: int) -> Completion:
         target = self.decode.target
         sampling = Sampling(max_new_tokens=max_new_tokens, temperature=target.temperature, top_p=target.top_p,
                             seed=seed, ignore_eos=self.decode.ignore_eos)
         server = self.variant.server
         reads_counters = server.counters is not None and self.variant.concurrency == 1
         before = self._read_counters() if reads_counters else None
-        completion = self._stream(i, sampling)
+        completion = self._stream(prompt, sampling)
         if reads_counters:
             self._add_counted_acceptance(completion, before, self._read_counters_after(before, completion))
         return completion
 
-    def _stream(self, i: int, sampling: Sampling) -> Completion:
+    def _stream(self, prompt: Prompt, sampling: Sampling) -> Completion:
         endpoint, server = self.variant.endpoint, self.variant.server
         common = {"timeout_s": self.run_plan.request_timeout_s, "api_key": self.run_plan.api_key,
-                  "extra": BY_NAME[server.kind].request_fields}
+                  "extra": BY_NAME[server.kind].fields_for_request()}  # a fresh cache salt per request (vLLM)
         if endpoint.api == "chat":
-            return stream_chat(endpoint.url, server.model, chat_messages(self.workload.texts[i]), sampling, **common)
-        return stream_completion(endpoint.url, server.model, list(self.workload.token_ids[i]), sampling, **common)
+            return stream_chat(endpoint.url, server.model, chat_messages(prompt.text), sampling, **common)
+        return stream_completion(endpoint.url, server.model, prompt.token_ids, sampling, **common)
 
     def _read_counters(self) -> SpecCounters | str:
         """The server's speculation counters now, or why they could not be read."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ssdbench.endpoints.acceptance import TRTLLM
+from ssdbench.endpoints.chunk_tokens import tokens_per_chunk
+
 
 # why a source's figures have no acceptance length, in the words of the engine it belongs to
 NO_STEPS_NOTES = {
@@ -38,7 +41,7 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
         accepted = pd.to_numeric(valid["accepted_tokens"], errors="coerce")
         rates = (accepted / drafted.where(drafted > 0)).dropna()
         lengths = pd.to_numeric(valid["acceptance_length"], errors="coerce")
-        chunk_tokens = [n for chunks in ok["chunk_tokens"] if chunks is not None for n in chunks]
+        per_chunk, chunk_source = tokens_per_chunk(ok)
         sources = sorted({s for s in valid["acceptance_source"] if isinstance(s, str)})
         no_length = {s for s, n in zip(valid["acceptance_source"], lengths) if isinstance(s, str) and pd.isna(n)}
         rows.append({
@@ -49,10 +52,23 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
             "acceptance_length": float(lengths.dropna().mean()) if lengths.notna().any() else None,
             "no_length_notes": sorted({NO_STEPS_NOTES.get(engine_of(s), f"{s} counts no verify steps")
                                        for s in no_length}),
-            "tokens_per_chunk": float(sum(chunk_tokens) / len(chunk_tokens)) if chunk_tokens else None,
+            "tokens_per_chunk": per_chunk, "tokens_per_chunk_source": chunk_source,
+            "tokens_per_target_pass": tokens_per_target_pass(valid),
             "invalid": list(zip(ok["acceptance_source"][is_invalid], ok["acceptance_invalid"][is_invalid])),
         })
     return rows
+
+
+def tokens_per_target_pass(valid: pd.DataFrame) -> float | None:
+    """Decode tokens over decode target passes, pooled: (completion tokens - 1) / (target passes - 1), the
+    prefill's pass and its token left out, as ssdbench's methods count their acceptance length (mean tokens per
+    round). None where no request's passes are known (`endpoints.target_passes`)."""
+    if "target_passes" not in valid:
+        return None
+    passes = pd.to_numeric(valid["target_passes"], errors="coerce")
+    tokens = pd.to_numeric(valid["completion_tokens"], errors="coerce")
+    known = passes.notna() & tokens.notna() & (passes > 1)
+    return float((tokens[known] - 1).sum() / (passes[known] - 1).sum()) if known.any() else None
 
 
 def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
@@ -61,7 +77,7 @@ def acceptance_lines(endpoints: pd.DataFrame) -> list[str]:
         ok = row["requests"] - row["failed"]
         line = f"{row['label']}: {ok}/{row['requests']} requests ok"
         if row["tokens_per_chunk"] is not None:
-            line += f", {row['tokens_per_chunk']:.2f} tokens per streamed chunk"
+            line += f", {row['tokens_per_chunk']:.2f} tokens per streamed chunk (from {row['tokens_per_chunk_source']})"
         if row["acceptance_source"] is None and not row["invalid"]:
             lines.append(line + "; no acceptance figures in its responses (no speculation, or none reported)")
             continue
@@ -78,8 +94,14 @@ def _figures(row: dict) -> str:
     if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
         text += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
                  f"{row['rate_per_request_median']:.3f} median per request")
-    if row["acceptance_length"] is not None:
-        text += f"; acceptance length {row['acceptance_length']:.2f} (mean per request)"
+    if row["acceptance_length"] is not None and row["acceptance_source"] == TRTLLM:
+        text += f"; acceptance length {row['acceptance_length']:.2f} per decoding iteration (mean per request)"
+    elif row["acceptance_length"] is not None:
+        text += (f"; acceptance length {row['acceptance_length']:.2f} per drafted step (mean per request; the steps "
+                 "that drafted, as vLLM and aiperf count it)")
+    if row["tokens_per_target_pass"] is not None:
+        text += (f"; {row['tokens_per_target_pass']:.2f} tokens per target pass (completion tokens over target "
+                 "passes, comparable with ssdbench's accept len)")
     if row["no_length_notes"]:
         text += f"; no acceptance length where {'; '.join(row['no_length_notes'])}"
     return f"{text} [from {row['acceptance_source']}]"
@@ -130,3 +152,31 @@ def model_warnings(endpoints: pd.DataFrame) -> list[str]:
                      f"'{first['model_asked']}' was asked for ({len(differing)}/{len(group)} requests); both are "
                      "recorded (endpoints.model, endpoints.model_asked)")
     return lines
+
+
+def cached_prompt_warnings(endpoints: pd.DataFrame) -> list[str]:
+    """One line per endpoint variant whose server took prompt tokens from its prefix cache: those requests did not
+    prefill their whole prompt, so their TTFT is not the methods'."""
+    if endpoints.empty or "cached_prompt_tokens" not in endpoints:
+        return []
+    ok = endpoints[endpoints["status"] == "ok"]
+    lines = []
+    for (method, engine), group in ok.groupby(["method", "engine"], sort=False):
+        cached = pd.to_numeric(group["cached_prompt_tokens"], errors="coerce")
+        hit = group[cached > 0]
+        if hit.empty:
+            continue
+        first = hit.iloc[0]
+        lines.append(f"warning: {method}@{engine}: {len(hit)}/{len(group)} requests found prompt tokens in the "
+                     f"server's prefix cache (prompt {first['prompt_id']}: {int(first['cached_prompt_tokens'])} "
+                     "cached): their TTFT leaves out prefilling those tokens; recorded in "
+                     "endpoints.cached_prompt_tokens")
+    return lines
+
+
+def table_figures(endpoints: pd.DataFrame) -> dict[str, dict]:
+    """Per endpoint variant, the acceptance figures the run's table shows: its responses' (or the /metrics
+    fallback's) acceptance length and pooled draft acceptance rate, and tokens per target pass."""
+    return {row["label"]: {"acceptance_length": row["acceptance_length"],
+                           "draft_acceptance_rate": row["draft_acceptance_rate"],
+                           "tokens_per_target_pass": row["tokens_per_target_pass"]} for row in per_variant(endpoints)}

@@ -11,6 +11,11 @@ compared with the dtype's resolution at that logit (docs/DESIGN.md §7.1a): a ma
 NEAR_TIE_ULPS units of the dtype's epsilon, times the logit's size and the square root of the
 model's depth, is a near-tie. Anything wider is a real difference, reported as such. A difference at a near-tie is reported, never hidden:
 the identity figure stays what it measured.
+
+A serving engine's departures are bounded with the dtype the server says it runs (`endpoints/dtypes.py`), where
+that is wider than the run's own: a bf16 server's near-ties are bf16's. Where the server says no float dtype
+(unknown, or quantised weights), no bound applies and the departure is unverifiable (`near_tie` None), never
+"not a near-tie" on the run's fp32 bound.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ class Divergence:
     ar_token: int
     token: int
     margin: float  # target logit of ar's token minus that of the other token, on ar's prefix
-    tolerance: float
+    tolerance: float | None  # None: no dtype bounds this variant's roundings (a server that says none)
 
     @property
-    def near_tie(self) -> bool:
-        return abs(self.margin) <= self.tolerance
+    def near_tie(self) -> bool | None:
+        """Whether the margin is within the tolerance; None where there is no tolerance (unverifiable)."""
+        return None if self.tolerance is None else abs(self.margin) <= self.tolerance
 
     def describe(self) -> dict:
         return {**asdict(self), "near_tie": self.near_tie}
@@ -74,9 +80,9 @@ def next_token_logits(model, token_ids: Sequence[int]) -> torch.Tensor:
 
 
 def classify(label: str, request: dict, ar_output: Sequence[int], logits_of: Callable[[list[int]], torch.Tensor],
-             dtype: torch.dtype, *, layers: int = 1) -> Divergence | None:
+             dtype: torch.dtype | None, *, layers: int = 1) -> Divergence | None:
     """The request's first departure from ar's output, or None when there is none (or one output
-    only stopped earlier: no token was chosen differently)."""
+    only stopped earlier: no token was chosen differently). dtype None: unverifiable, no tolerance."""
     output = list(request["output_token_ids"])
     at = first_difference(output, ar_output)
     if at is None or at >= min(len(output), len(ar_output)):
@@ -85,15 +91,17 @@ def classify(label: str, request: dict, ar_output: Sequence[int], logits_of: Cal
     ours, theirs = float(logits[ar_output[at]]), float(logits[output[at]])
     return Divergence(label=label, prompt_id=str(request["prompt_id"]), repeat=int(request["repeat"]), position=at,
                       ar_token=int(ar_output[at]), token=int(output[at]), margin=ours - theirs,
-                      tolerance=tie_tolerance(dtype, ours, theirs, layers=layers))
+                      tolerance=None if dtype is None else tie_tolerance(dtype, ours, theirs, layers=layers))
 
 
 def greedy_divergences(requests: dict[str, list], logits_of: Callable[[list[int]], torch.Tensor],
-                       dtype: torch.dtype, *, layers: int = 1) -> list[Divergence]:
+                       dtype: torch.dtype, *, layers: int = 1,
+                       dtype_of: Callable[[str], torch.dtype | None] | None = None) -> list[Divergence]:
     """Every request of a greedy run whose output departs from ar's on the same prompt and repeat.
 
     requests: the recorder's columns (labelled as the summary labels them).
-    Baselines and variants alike are checked; ar itself is the reference.
+    Baselines and variants alike are checked; ar itself is the reference. dtype_of: a variant's own dtype
+    where it is not the run's (a serving engine's; None where it has none), by label.
     """
     rows = [dict(zip(requests, values)) for values in zip(*requests.values())]
     for row in rows:
@@ -104,6 +112,7 @@ def greedy_divergences(requests: dict[str, list], logits_of: Callable[[list[int]
         reference = ar.get((row["suite"], row["prompt_id"], row["repeat"]))
         if row["label"] == "ar" or reference is None:
             continue
-        if (divergence := classify(row["label"], row, reference, logits_of, dtype, layers=layers)) is not None:
+        own = dtype if dtype_of is None else dtype_of(row["label"])
+        if (divergence := classify(row["label"], row, reference, logits_of, own, layers=layers)) is not None:
             found.append(divergence)
     return found

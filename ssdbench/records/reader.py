@@ -71,8 +71,21 @@ def _v4_to_v5(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
     return manifest, {**tables, "endpoints": table}
 
 
+def _v5_to_v6(manifest: dict, tables: Tables) -> tuple[dict, Tables]:
+    """v6 adds endpoints.cached_prompt_tokens, target_passes and text_matches_ar: a v5 run recorded none of them,
+    so they are null (unknown), never a made-up 0."""
+    if "endpoints" not in tables:
+        return manifest, tables
+    table = tables["endpoints"]
+    for name, type_ in (("cached_prompt_tokens", pa.int32()), ("target_passes", pa.int64()),
+                        ("text_matches_ar", pa.bool_())):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, type=type_))
+    return manifest, {**tables, "endpoints": table}
+
+
 # UPGRADERS[n] turns a version-n run into a version-(n+1) run.
-UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+UPGRADERS: dict[int, Upgrader] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 _NULLABLE_DTYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                     pa.bool_(): pd.BooleanDtype()}

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5  # v2: requests.batch_size; v3: steps.acceptance; v4: steps.counted_by (rounds from a server);
-# v5: endpoints.acceptance_invalid and endpoints.model_asked
+SCHEMA_VERSION = 6  # v2: requests.batch_size; v3: steps.acceptance; v4: steps.counted_by (rounds from a server);
+# v5: endpoints.acceptance_invalid and endpoints.model_asked; v6: endpoints.cached_prompt_tokens, target_passes and
+# text_matches_ar
 # Key under which the version is stored in each Parquet file's key-value metadata.
 VERSION_KEY = b"ssdbench.schema_version"
 TABLE_KEY = b"ssdbench.table"
@@ -138,12 +139,16 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("t_start_ns", _I64, "request sent, time.time_ns()"),
         _c("text", _STR, "the generated text as streamed", nullable=True),
         _c("server_finish_reason", _STR, "finish reason as the server gave it (stop, length, ...)", nullable=True),
-        _c("token_source", _STR, "where requests.output_token_ids came from: server (ids it sent) or tokenizer "
-           "(the target's tokenizer on the streamed text)", nullable=True),
+        _c("token_source", _STR, "where requests.output_token_ids (and chunk_tokens) came from: server (ids it sent) "
+           "or tokenizer (the target's tokenizer on the streamed text: then identity with ar is judged on the text, "
+           "text_matches_ar)", nullable=True),
         _c("completion_tokens", _I32, "tokens generated as the server counted them (usage)", nullable=True),
         _c("server_prompt_tokens", _I32, "prompt tokens as the server counted them (usage); with --endpoint-api "
            "chat the server templated the prompt itself, and a count unlike requests.prompt_tokens means it "
            "templated differently", nullable=True),
+        _c("cached_prompt_tokens", _I32, "prompt tokens the server took from its prefix cache "
+           "(usage.prompt_tokens_details.cached_tokens); not 0 means the request did not prefill its whole prompt "
+           "(the run warns); null where the server does not say", nullable=True),
         _c("chunk_offsets_ms", pa.list_(_F64), "arrival of each streamed chunk carrying output, from request "
            "start (differences are the inter-chunk times)", nullable=True),
         _c("chunk_tokens", pa.list_(_I32), "tokens each chunk carried (a speculating server may send several "
@@ -166,6 +171,12 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("acceptance_invalid", _STR, "why the engine's speculation figures cannot be true (a wrong type, accepted "
            "above drafted, per-step counts unlike the steps, a NaN mean): then every figure column is null; null "
            "when they were valid or absent", nullable=True),
+        _c("target_passes", _I64, "target forward passes behind the request, prefill included: completion_tokens "
+           "minus accepted_tokens (each pass commits one token beside the drafts it accepted); null where the "
+           "accepted drafts are unknown", nullable=True),
+        _c("text_matches_ar", pa.bool_(), "greedy, where token_source is tokenizer: whether the text equals ar's "
+           "output decoded on the same prompt and repeat; null where the server sent ids or no ar ran",
+           nullable=True),
     ),
     "events": (
         _c("run_id", _STR, "run identifier"),

@@ -13,6 +13,11 @@ from rich.table import Table
 from ssdbench.metrics.summary import SPEEDUP_NOTE
 
 
+PASSES_NOTE = ("accept len: tokens per verify step; a serving engine's counts only the steps that drafted, as vLLM "
+               "and aiperf count it. tok/target pass: decode tokens over the target's forward passes (a server's: "
+               "completion tokens less its accepted drafts), the figure to compare between methods and servers.")
+
+
 def _num(value: float, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
@@ -43,6 +48,8 @@ SUMMARY_COLUMNS = (  # declared once: the Rich table and the Markdown one show t
     SummaryColumn("95% CI", lambda r: _speedup_cells(r)[1]),
     SummaryColumn("e2e speedup vs ar", lambda r: _num(r["speedup_e2e"], "{:.2f}×")),
     SummaryColumn("accept len", lambda r: _num(r["acceptance_length"])),
+    SummaryColumn("tok/target pass", lambda r: _num(r["tokens_per_target_pass"]),
+                  lambda s: "tokens_per_target_pass" in s.columns),  # a run with serving engines (endpoints/table.py)
     SummaryColumn("draft accept", lambda r: _num(r["draft_acceptance_rate"], "{:.1%}")),
     SummaryColumn("TTFT ms p50", lambda r: _num(r["ttft_ms_median"], "{:.1f}")),
     SummaryColumn("TPOT ms p50", lambda r: _num(r["tpot_ms_median"], "{:.1f}")),
@@ -82,9 +89,14 @@ def exactness_line(summary: pd.DataFrame, *, greedy: bool, divergences: list[dic
                 "test suite's goodness-of-fit tests, not per run.")
     if "ar" not in set(summary["label"]) or others.empty:
         return "Outputs: nothing to compare against `ar` in this run."
-    parts = [f"{r['label']} {r['outputs_match']:.0%}" for _, r in others.iterrows()]
+    on_text = others["identity_on"] == "text" if "identity_on" in others else pd.Series(False, others.index)
+    parts = [f"{r['label']} {r['outputs_match']:.0%}" + (" on text" if text else "")
+             for (_, r), text in zip(others.iterrows(), on_text)]
     verdict = "identical to ar" if (others["outputs_match"] == 1).all() else "NOT all identical to ar"
     line = f"Greedy outputs {verdict} (share of requests token-identical: {', '.join(parts)})."
+    if on_text.any():
+        line += (f" {', '.join(others['label'][on_text])}: judged on the text, as the server sent no token ids "
+                 "(re-tokenised text may give other ids for the same text).")
     if isinstance(divergences, str):
         return f"{line} Departures {divergences}."
     return f"{line} {divergence_note(divergences or [])}".rstrip()
@@ -94,8 +106,9 @@ def divergence_note(divergences: Sequence[dict]) -> str:
     """One line for the run's exactness statement ('' when nothing departed)."""
     if not divergences:
         return ""
-    ties = [d for d in divergences if d["near_tie"]]
-    real = [d for d in divergences if not d["near_tie"]]
+    ties = [d for d in divergences if d["near_tie"] is True]
+    real = [d for d in divergences if d["near_tie"] is False]
+    unverifiable = [d for d in divergences if d["near_tie"] is None]
     parts = []
     if ties:
         worst = max(ties, key=lambda d: abs(d["margin"]))
@@ -105,6 +118,9 @@ def divergence_note(divergences: Sequence[dict]) -> str:
         widest = max(real, key=lambda d: abs(d["margin"]))
         parts.append(f"{len(real)} NOT near-ties ({_labels(real)}; widest: prompt {widest['prompt_id']} token "
                      f"{widest['position']}, margin {widest['margin']:.3g} > tolerance {widest['tolerance']:.3g})")
+    if unverifiable:
+        parts.append(f"{len(unverifiable)} unverifiable ({_labels(unverifiable)}: the server reports no float dtype "
+                     "to bound its roundings with, and ssdbench's own bound is its run's dtype)")
     return f"Requests departing from ar: {'; '.join(parts)}."
 
 
@@ -133,6 +149,8 @@ def print_summary(summary: pd.DataFrame, *, title: str, greedy: bool, console: C
     if ssd is not None and not ssd.empty:
         console.print(ssd_table(ssd))
     console.print(SPEEDUP_NOTE)
+    if "tokens_per_target_pass" in summary.columns:
+        console.print(PASSES_NOTE)
     console.print(exactness_line(summary, greedy=greedy, divergences=divergences))
 
 

@@ -57,6 +57,10 @@ def build_run_report(context: ReportContext, path: Path, recorder) -> RunReport 
     if requests.empty:
         return None
     summary = summarize(requests, steps)
+    if recorder.endpoints:  # serving engines' acceptance, tokens per target pass and identity judged on text
+        from ssdbench.endpoints.table import with_endpoint_figures
+
+        summary = with_endpoint_figures(summary, pd.DataFrame(recorder.endpoints), requests, steps)
     manifest = read_manifest(path)
     mbu = target_mbu(requests, weight_bytes=manifest.get("target_weight_bytes_per_forward"),
                      bandwidth_gbs=manifest.get("memory_read_bandwidth_gbs"))

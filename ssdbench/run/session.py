@@ -15,6 +15,8 @@ from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import Workload
 from ssdbench.kernels.registry import get_backend
 from ssdbench.models.drafts import SELF_SKIP
+from ssdbench.endpoints.dtypes import float_dtype
+from ssdbench.endpoints.identity import mark_text_identity, without_text_judged
 from ssdbench.metrics.near_ties import greedy_divergences, next_token_logits
 from ssdbench.models.dtypes import torch_dtype
 from ssdbench.models.model_set import ModelSet
@@ -125,7 +127,9 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
              "kernels": {**models.kernels_used(), **recorder.kernels}, "kernel_probes": models.kernel_probes(),
              "calibration": calibration, "ssd_channel": recorder.channels}
     if plan.decode.greedy and plan.decode.synthetic is None:
-        extra["greedy_divergences"] = _greedy_divergences(models, recorder)
+        mark_text_identity(recorder.endpoints, recorder.requests,
+                           lambda ids: models.tokenizer.decode(ids, skip_special_tokens=True))
+        extra["greedy_divergences"] = _greedy_divergences(models, recorder, plan)
     if recorder.events and plan.timeline:
         extra["timeline"] = _save_timeline(recorder, writer.path)
     optional = {name: table for name, table in (("events", recorder.events), ("endpoints", recorder.endpoints))
@@ -134,19 +138,37 @@ def execute(plan: RunPlan, writer, models: ModelSet, workload: Workload, advance
     return recorder
 
 
-def _greedy_divergences(models: ModelSet, recorder: Recorder) -> list[dict] | str:
+def _greedy_divergences(models: ModelSet, recorder: Recorder, plan: RunPlan) -> list[dict] | str:
     """Each request whose greedy output departs from ar's, with the target's margin there (near_ties.py);
-    the target runs only where there is a departure. A failure is noted, never fatal to the run."""
+    the target runs only where there is a departure. An endpoint's departures are bounded by its server's dtype
+    (unverifiable where it reports none), and its requests judged on text are left out (their ids are
+    re-tokenised: `endpoints/identity.py` compares them). A failure is noted, never fatal to the run."""
     engines = models.config.engines
+    own = torch_dtype(models.config.dtype)
+    servers = {v.label: v.server.dtype for v in plan.endpoints.variants()} if plan.endpoints is not None else {}
 
     def logits_of(token_ids: list[int]) -> torch.Tensor:
         return next_token_logits(models.target("native" if "native" in engines else engines[0]), token_ids)
 
+    def dtype_of(label: str) -> torch.dtype | None:
+        return own if label not in servers else _server_bound(own, servers[label])
+
+    requests = without_text_judged(recorder.requests, recorder.endpoints)
     try:
-        return [d.describe() for d in greedy_divergences(recorder.requests, logits_of, torch_dtype(models.config.dtype),
+        return [d.describe() for d in greedy_divergences(requests, logits_of, own, dtype_of=dtype_of,
                                                          layers=models.target_shape.num_layers)]
     except (RuntimeError, ValueError) as err:
         return f"not classified: {type(err).__name__}: {err}"
+
+
+def _server_bound(own: torch.dtype, server_dtype: str | None) -> torch.dtype | None:
+    """The dtype whose rounding bounds a server's near-ties: the coarser of the run's and the one the server
+    reports; None where it reports no float dtype (the departure is then unverifiable)."""
+    name = float_dtype(server_dtype)
+    if name is None:
+        return None
+    theirs = getattr(torch, name)
+    return theirs if torch.finfo(theirs).eps > torch.finfo(own).eps else own
 
 
 def _save_timeline(recorder: Recorder, path: Path) -> str:
