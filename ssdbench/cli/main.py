@@ -12,6 +12,7 @@ from ssdbench.cli.project import project_command
 from ssdbench.cli.report import report_command
 from ssdbench.cli.reproduce import reproduce_command
 from ssdbench.cli.run import run_command
+from ssdbench.cli.serve import serve_command
 from ssdbench.cli.sweep import sweep_command
 
 app = typer.Typer(
@@ -30,6 +31,8 @@ app.command("reproduce", help="Check the SSD paper's findings on this pair and h
                               "Each study sets what it studies (methods, temperature, fan-out, C, backup, batch "
                               "size); every other run option is yours. docs/reproduce.md has the details.")(
     reproduce_command)
+app.command("serve", help="Serve one method (ar, sd or ssd) behind an OpenAI-compatible HTTP server, every request "
+                          "and round recorded as `run` records them (docs/serve.md).")(serve_command)
 app.command("merge", help="Join the folders of a sweep run as shards (sweep --shard I/N) into one sweep.")(merge_command)
 app.command("compare", help="Compare runs side by side; gate a run against a baseline in CI.")(compare_command)
 app.command("export", help="Write a run's answers in Spec-Bench's model-answer layout (--format specbench).")(

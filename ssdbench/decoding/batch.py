@@ -47,6 +47,12 @@ class RowState:
                 self._finish("length", round_idx)
         return committed
 
+    def end(self, reason: str, round_idx: int) -> None:
+        """Finish the row from outside the loop (a server's stop string or a client gone); its
+        committed tokens stay. A row already finished keeps its reason."""
+        if not self.is_finished:
+            self._finish(reason, round_idx)
+
     def _finish(self, reason: str, round_idx: int) -> None:
         self.finish_reason = reason
         self.finish_round = round_idx

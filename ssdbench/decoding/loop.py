@@ -56,12 +56,15 @@ def decode_batch(
     *,
     verify: Callable[..., Verdict] = verify_proposal,
     rounds: list[StepRecord] | None = None,
+    on_round: Callable[[DecodeBatch], None] | None = None,
 ) -> tuple[BatchTiming, list[StepRecord]]:
     """Decode every row of `batch` to completion. Rows' tokens are updated in place.
 
     `verify` is the acceptance rule; only tests swap it (for a deliberately biased one).
     `rounds`, if given, receives each round's records as it completes (and is the list returned),
     so a caller still has the batch's measured rounds when decoding stops part-way.
+    `on_round`, if given, sees the batch after the prefill and after every round: a server streams the
+    tokens committed since, and may end rows there (RowState.end: a stop string, a client gone).
     """
     target.allocate(batch.size, batch.max_len)
     start_ns = time.perf_counter_ns()
@@ -71,12 +74,16 @@ def decode_batch(
     if proposer is not None:
         proposer.observe_prefill(batch, prompt_output)
     first_token_ns = time.perf_counter_ns()
+    if on_round is not None:
+        on_round(batch)
     row_end_ns = [first_token_ns if row.is_finished else 0 for row in batch.rows]
     steps: list[StepRecord] = [] if rounds is None else rounds
     clock = PhaseClock(target.device)
     while not batch.is_done:
         batch.round_idx += 1
         steps.extend(_run_round(target, proposer, batch, sampling, generator, clock, verify))
+        if on_round is not None:
+            on_round(batch)
         now = time.perf_counter_ns()
         for i, row in enumerate(batch.rows):
             if row.is_finished and row_end_ns[i] == 0:

@@ -111,7 +111,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("decode_tokens_per_s", _F64, "(new_tokens - 1) / decode time; null when "
            "new_tokens < 2", nullable=True),
         _c("rounds", _I32, "verify rounds after prefill"),
-        _c("finish_reason", _STR, "why generation stopped: eos or length"),
+        _c("finish_reason", _STR, "why generation stopped: eos or length (a server's requests also: stop, a stop string; abort, the client left)"),
         _c("prompt_token_ids", pa.list_(_I32), "prompt token ids"),
         _c("output_token_ids", pa.list_(_I32), "generated token ids"),
     ),

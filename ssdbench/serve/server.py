@@ -1,0 +1,149 @@
+"""One `ssdbench serve` from start to stop: claim the records folder, answer 503 while the models load,
+serve, and on SIGINT/SIGTERM stop taking requests, let those in flight finish for up to --grace-s,
+end the rest, write the records and stop ssd's draft process.
+
+uvicorn serves the Starlette app on the main thread and owns the signals (its graceful shutdown
+closes the listening socket first, then waits for open connections). The models are built, and
+every batch decoded, on the engine's thread, so the server answers /health with 503 from the first
+second; the run's own pieces do the work: ModelSet, the method's proposers (ssd's draft process),
+the pinned placement, the round loop and the Recorder, whose tables `report`, `compare` and `export`
+read as they read a run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssdbench.decoding.recorder import Recorder
+from ssdbench.decoding.workload import Workload
+from ssdbench.run.plan import RunPlan
+from ssdbench.serve.app import ServerState, build_app
+from ssdbench.serve.engine import POLICY, SUITE, Engine, EngineParts
+from ssdbench.serve.openai_request import Defaults
+from ssdbench.serve.spec_metrics import ServerCounters
+
+
+NO_LIMIT_POSITIONS = 32768  # a model that declares no context: what one request may fill
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_batch: int = 1
+    model_name: str | None = None  # what /v1/models names; default: the target's name
+    greedy_only: bool = False
+    grace_s: float = 30.0
+    log_level: str = "warning"
+
+
+def serve(plan: RunPlan, options: ServeOptions, *, on_event=print) -> Path:
+    """Serve until a signal; returns the records folder."""
+    import prometheus_client
+    import uvicorn
+
+    prometheus_client.disable_created_metrics()  # vLLM's /metrics has no `_created` series either
+
+    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
+
+    method = plan.methods[0]
+    run_id = new_run_id()
+    path = plan.out or default_run_dir(run_id=run_id)
+    counters = ServerCounters(options.model_name, plan.decode.k)
+    state = ServerState(model=options.model_name or "", created=int(time.time()), counters=counters)
+    recorder = Recorder(run_id=run_id)
+    engine = Engine(max_batch=options.max_batch, recorder=recorder, counters=counters)
+    state.engine = engine
+    manifest = {"config": plan.settings.to_dict(), "serve": {**_describe(options), "method": method.name, **POLICY}}
+    loaded: dict = {}
+    with RunWriter.create(path, run_id, manifest) as writer:
+        engine.start(lambda stack: _prepare(plan, options, state, recorder, stack, loaded),
+                     on_ready=lambda: _ready(state, options, on_event))
+        config = uvicorn.Config(build_app(state), host=options.host, port=options.port, log_level=options.log_level,
+                                timeout_graceful_shutdown=math.ceil(options.grace_s), lifespan="off")
+        stopped_by = "the server exited"
+        try:
+            uvicorn.Server(config).run()
+        except KeyboardInterrupt as err:  # uvicorn's graceful shutdown re-raises the signal it caught: the usual end
+            stopped_by = f"signal ({str(err) or 'SIGINT'})"
+        finally:
+            engine.stop(grace_s=0)  # uvicorn has waited --grace-s for open requests; the rest end now
+        if engine.error is not None and not loaded:
+            raise engine.error
+        writer.finish(recorder.steps, recorder.requests, [], {
+            **loaded.get("manifest", {}), "stopped_by": stopped_by, "engine_error": _describe_error(engine.error),
+            "kernels": {**loaded.get("kernels", {}), **recorder.kernels}})
+    return writer.path
+
+
+def _describe(options: ServeOptions) -> dict:
+    return {"host": options.host, "port": options.port, "max_batch": options.max_batch,
+            "greedy_only": options.greedy_only, "grace_s": options.grace_s}
+
+
+def _describe_error(err: BaseException | None) -> str | None:
+    return None if err is None else f"{type(err).__name__}: {err}"
+
+
+def _ready(state: ServerState, options: ServeOptions, on_event) -> None:
+    state.ready = True
+    on_event(f"ready: serving '{state.model}' at http://{options.host}:{options.port}/v1")
+
+
+def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, recorder: Recorder,
+             stack: contextlib.ExitStack, loaded: dict) -> EngineParts:
+    """On the engine's thread: load and check the models, open the method's proposers (ssd's draft process
+    starts before the target pins itself, as in `run`), pin, and tell the routes what they need."""
+    import torch
+
+    from ssdbench.profiling.devices import make_current
+    from ssdbench.profiling.placement import pinned
+    from ssdbench.models.model_set import ModelSet
+    from ssdbench.run.model_checks import check_models
+    from ssdbench.run.session import base_manifest
+    from ssdbench.suites.chat import as_id_list
+
+    make_current(plan.models.device)
+    models = ModelSet(plan.models)
+    stack.callback(models.close)
+    limit = check_models(plan, models)
+    method = plan.methods[0]
+    positions = limit or NO_LIMIT_POSITIONS
+    workload = _capacity_workload(models.eos_ids, positions)
+    ctx = plan.method_context("native", models, workload, recorder)
+    factory = stack.enter_context(method.proposers(ctx))
+    stack.enter_context(pinned(plan.pinned))
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    tokenizer = models.tokenizer
+    state.model = options.model_name or models.target_source.name
+    if not options.model_name:
+        state.counters.rename(state.model)
+    state.vocab_size = models.vocab_size
+    state.tokenize = lambda text: as_id_list(tokenizer(text))
+    state.template = lambda messages: as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                               tokenize=True))
+    state.defaults = Defaults(model=state.model, max_tokens=plan.decode.max_new_tokens,
+                              temperature=plan.decode.target.temperature, top_p=plan.decode.target.top_p,
+                              context_positions=positions, slack=method.draft_slack(plan.decode.k) + 2,
+                              greedy_only=options.greedy_only)
+    loaded["manifest"] = {**base_manifest(plan, models, workload, {"name": SUITE, "source": "requests to the server"}),
+                          "model_hashes": models.weight_hashes()}
+    loaded["kernels"] = models.kernels_used()
+    return EngineParts(method=method.name, target=models.target("native"), factory=factory,
+                       uses_draft=method.uses_draft, k=plan.decode.k, eos_ids=models.eos_ids,
+                       detokenize=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+                       base_seed=plan.decode.seed)
+
+
+def _capacity_workload(eos_ids: frozenset[int], positions: int) -> Workload:
+    """A server's prompts are not known in advance: a stand-in whose one prompt is as long as the context
+    sizes what a method allocates once for the whole server (ssd's shared-memory mailbox)."""
+    return Workload(suite=SUITE, prompt_ids=("(the longest prompt a request may send)",),
+                    token_ids=((0,) * positions,), eos_ids=eos_ids)
+
+
