@@ -23,7 +23,7 @@ from ssdbench.decoding.workload import Workload
 from ssdbench.run.plan import RunPlan
 from ssdbench.serve.app import ServerState, build_app
 from ssdbench.serve.engine import POLICY, SUITE, Engine, EngineParts
-from ssdbench.serve.openai_request import Defaults
+from ssdbench.serve.openai_request import ApiError, Defaults
 from ssdbench.serve.spec_metrics import ServerCounters
 
 
@@ -125,8 +125,7 @@ def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, recorder:
         state.counters.rename(state.model)
     state.vocab_size = models.vocab_size
     state.tokenize = lambda text: as_id_list(tokenizer(text))
-    state.template = lambda messages: as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                                               tokenize=True))
+    state.template = lambda messages: _templated(tokenizer, messages)
     state.defaults = Defaults(model=state.model, max_tokens=plan.decode.max_new_tokens,
                               temperature=plan.decode.target.temperature, top_p=plan.decode.target.top_p,
                               context_positions=positions, slack=method.draft_slack(plan.decode.k) + 2,
@@ -138,6 +137,15 @@ def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, recorder:
                        uses_draft=method.uses_draft, k=plan.decode.k, eos_ids=models.eos_ids,
                        detokenize=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
                        base_seed=plan.decode.seed)
+
+
+def _templated(tokenizer, messages: list[dict]) -> list[int]:
+    """A chat request's prompt ids: the messages in the tokenizer's chat template, ending with the assistant's turn."""
+    from ssdbench.suites.chat import as_id_list
+
+    if not getattr(tokenizer, "chat_template", None):
+        raise ApiError(400, "this model has no chat template: send the prompt to /v1/completions", param="messages")
+    return as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
 
 
 def _capacity_workload(eos_ids: frozenset[int], positions: int) -> Workload:
