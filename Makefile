@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch lies on this machine's disk; on a CUDA machine set TORCH_SPEC="torch".
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test clean llama-server
+.PHONY: install run test clean llama-server aiperf
 
 install: $(VENV)/.installed
 
@@ -24,7 +24,11 @@ run: install
 llama-server: install
 	$(PY) -m ssdbench.endpoints.build_llama_server -j2
 
-test: install llama-server
+# aiperf, the load generator the serving tests measure `ssdbench serve` with, in a venv of its own in the cache (80 s).
+aiperf: install
+	$(PY) -m ssdbench.serve.aiperf_install
+
+test: install llama-server aiperf
 	$(PY) -m pytest -q --durations=20  # the slowest tests named in every CI log
 
 clean:
