@@ -26,7 +26,7 @@ from pathlib import Path
 # (layer, module prefixes), top first; the longest matching prefix decides a module's layer
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("ssdbench.cli",)),
-    ("run", ("ssdbench.run", "ssdbench.reproduce")),
+    ("run", ("ssdbench.run", "ssdbench.reproduce", "ssdbench.serve")),
     ("report", ("ssdbench.report",)),
     ("projection", ("ssdbench.projection",)),
     ("methods", ("ssdbench.methods", "ssdbench.speculation", "ssdbench.endpoints")),
