@@ -83,3 +83,9 @@ def test_a_servers_records_are_a_run_that_report_reads(served_run):
     result = subprocess.run([*CLI, "report", str(records["ssd"]), "--out", str(records["ssd"].parent / "report")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+    answers = records["ssd"].parent / "answers"
+    result = subprocess.run([*CLI, "export", str(records["ssd"]), "--format", "specbench", "--out", str(answers)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    exported = [json.loads(line) for line in (answers / "ssd.jsonl").read_text().splitlines()]
+    assert [e["question_id"] for e in exported] == list(requests.prompt_id)

@@ -57,7 +57,7 @@ def serve_command(*, method: str = "ssd", host: str = "127.0.0.1", port: int = 8
     from ssdbench.serve.server import ServeOptions, serve
 
     settings = RunSettings(**{f: opt.BY_FIELD[f].to_setting(v) for f, v in values.items()}, methods=(method,),
-                           batch_size=max_batch)
+                           batch_size=max_batch, suite="serve")  # the records' suite: requests to the server
     plan = build_plan(settings, fit=fit_for(settings))
     if plan.out is not None:
         from ssdbench.records.writer import refuse_inside_run

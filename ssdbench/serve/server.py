@@ -75,9 +75,16 @@ def serve(plan: RunPlan, options: ServeOptions, *, on_event=print) -> Path:
         if engine.error is not None and not loaded:
             raise engine.error
         writer.finish(recorder.steps, recorder.requests, [], {
-            **loaded.get("manifest", {}), "stopped_by": stopped_by, "engine_error": _describe_error(engine.error),
+            **loaded.get("manifest", {}), "suite": _served_suite(recorder), "stopped_by": stopped_by, "engine_error": _describe_error(engine.error),
             "kernels": {**loaded.get("kernels", {}), **recorder.kernels}})
     return writer.path
+
+
+def _served_suite(recorder: Recorder) -> dict:
+    """The manifest's suite: the requests the server answered, each its own prompt (for `export`)."""
+    prompt_ids = list(dict.fromkeys(recorder.requests.get("prompt_id", [])))
+    return {"name": SUITE, "source": "requests to the server", "prompt_ids": prompt_ids,
+            "categories": {pid: SUITE for pid in prompt_ids}}
 
 
 def _describe(options: ServeOptions) -> dict:
@@ -130,7 +137,7 @@ def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, recorder:
                               temperature=plan.decode.target.temperature, top_p=plan.decode.target.top_p,
                               context_positions=positions, slack=method.draft_slack(plan.decode.k) + 2,
                               greedy_only=options.greedy_only)
-    loaded["manifest"] = {**base_manifest(plan, models, workload, {"name": SUITE, "source": "requests to the server"}),
+    loaded["manifest"] = {**base_manifest(plan, models, workload, {"name": SUITE}),
                           "model_hashes": models.weight_hashes()}
     loaded["kernels"] = models.kernels_used()
     return EngineParts(method=method.name, target=models.target("native"), factory=factory,
