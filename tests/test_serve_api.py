@@ -127,3 +127,20 @@ def _counters(text: str) -> dict[str, float]:
             name = name_labels.split("{", 1)[0]
             totals[name] = totals.get(name, 0.0) + float(value)
     return totals
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--target", "/nonexistent/model"], "/nonexistent/model"),
+    (["--method", "beam"], "--method"),
+    (["--max-batch", "0"], "--max-batch"),
+])
+def test_bad_options_are_one_line_and_claim_nothing(tmp_path, args, names):
+    import subprocess
+
+    from serve_fixtures import CLI
+
+    out = tmp_path / "records"
+    result = subprocess.run([*CLI, "serve", "--port", "1", "--out", str(out), *args], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and names in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()

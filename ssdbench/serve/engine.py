@@ -120,11 +120,13 @@ class Engine:
         self._queue.put(ticket)
         self._publish_load()
 
-    def start(self, prepare: Callable[[contextlib.ExitStack], EngineParts], *, on_ready: Callable[[], None]) -> None:
+    def start(self, prepare: Callable[[contextlib.ExitStack], EngineParts], *, on_ready: Callable[[], None],
+              on_failure: Callable[[], None]) -> None:
         """Decode on a thread of its own. `prepare` runs on it first (models, proposers, pinning) and may
-        register what to close in the stack it is given; the stack closes on the thread when serving ends."""
-        self.thread = threading.Thread(target=self._serve, args=(prepare, on_ready), name="ssdbench-engine",
-                                       daemon=True)
+        register what to close in the stack it is given; the stack closes on the thread when serving ends.
+        `on_failure` is called (on this thread) once the engine has failed: the server then stops."""
+        self.thread = threading.Thread(target=self._serve, args=(prepare, on_ready, on_failure),
+                                       name="ssdbench-engine", daemon=True)
         self.thread.start()
 
     def stop(self, *, grace_s: float) -> None:
@@ -143,7 +145,7 @@ class Engine:
     def _alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
-    def _serve(self, prepare, on_ready) -> None:
+    def _serve(self, prepare, on_ready, on_failure) -> None:
         try:
             with contextlib.ExitStack() as stack:
                 self.parts = prepare(stack)
@@ -159,6 +161,7 @@ class Engine:
                 ticket.post(Failed(f"the engine failed: {type(err).__name__}: {err}"))
             self._running = []
             self._fail_waiting(f"the engine failed: {type(err).__name__}: {err}")
+            on_failure()
 
     def _warm_up(self) -> None:
         """One unrecorded batch of --max-batch rows first: one-off kernel set-up stays out of the records."""

@@ -42,14 +42,15 @@ class ServeOptions:
 
 
 def serve(plan: RunPlan, options: ServeOptions, *, on_event=print) -> Path:
-    """Serve until a signal; returns the records folder."""
+    """Serve until a signal; returns the records folder. Bad models are refused (one line, exit 2) before the
+    records folder is claimed or the port opened; a failure while loading stops the server."""
     import prometheus_client
     import uvicorn
 
+    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id, stop_reason
+
     prometheus_client.disable_created_metrics()  # vLLM's /metrics has no `_created` series either
-
-    from ssdbench.records.writer import RunWriter, default_run_dir, new_run_id
-
+    models, limit = _checked_models(plan)
     method = plan.methods[0]
     run_id = new_run_id()
     path = plan.out or default_run_dir(run_id=run_id)
@@ -60,24 +61,44 @@ def serve(plan: RunPlan, options: ServeOptions, *, on_event=print) -> Path:
     state.engine = engine
     manifest = {"config": plan.settings.to_dict(), "serve": {**_describe(options), "method": method.name, **POLICY}}
     loaded: dict = {}
+    config = uvicorn.Config(build_app(state), host=options.host, port=options.port, log_level=options.log_level,
+                            timeout_graceful_shutdown=math.ceil(options.grace_s), lifespan="off")
+    server = uvicorn.Server(config)
     with RunWriter.create(path, run_id, manifest) as writer:
-        engine.start(lambda stack: _prepare(plan, options, state, recorder, stack, loaded),
-                     on_ready=lambda: _ready(state, options, on_event))
-        config = uvicorn.Config(build_app(state), host=options.host, port=options.port, log_level=options.log_level,
-                                timeout_graceful_shutdown=math.ceil(options.grace_s), lifespan="off")
+        engine.start(lambda stack: _prepare(plan, options, state, models, limit, recorder, stack, loaded),
+                     on_ready=lambda: _ready(state, options, on_event),
+                     on_failure=lambda: setattr(server, "should_exit", True))
         stopped_by = "the server exited"
         try:
-            uvicorn.Server(config).run()
+            server.run()
         except KeyboardInterrupt as err:  # uvicorn's graceful shutdown re-raises the signal it caught: the usual end
             stopped_by = f"signal ({str(err) or 'SIGINT'})"
         finally:
             engine.stop(grace_s=0)  # uvicorn has waited --grace-s for open requests; the rest end now
-        if engine.error is not None and not loaded:
+        facts = {**loaded.get("manifest", {}), "suite": _served_suite(recorder), "stopped_by": stopped_by,
+                 "kernels": {**loaded.get("kernels", {}), **recorder.kernels}}
+        if engine.error is not None:  # marked failed, keeping what was served (as a partial run), and reported
+            writer.fail(*stop_reason(engine.error), steps_cols=recorder.steps, requests_cols=recorder.requests,
+                        extra_manifest=facts)
             raise engine.error
-        writer.finish(recorder.steps, recorder.requests, [], {
-            **loaded.get("manifest", {}), "suite": _served_suite(recorder), "stopped_by": stopped_by, "engine_error": _describe_error(engine.error),
-            "kernels": {**loaded.get("kernels", {}), **recorder.kernels}})
+        writer.finish(recorder.steps, recorder.requests, [], facts)
     return writer.path
+
+
+def _checked_models(plan: RunPlan):
+    """The model set, resolved and checked as `run` checks it (paths, vocabularies, weight headers, the context)
+    without loading weights; (models, context limit)."""
+    from ssdbench.profiling.devices import make_current
+    from ssdbench.models.model_set import ModelSet
+    from ssdbench.run.model_checks import check_models
+
+    make_current(plan.models.device)
+    models = ModelSet(plan.models)
+    try:
+        return models, check_models(plan, models)
+    except BaseException:
+        models.close()
+        raise
 
 
 def _served_suite(recorder: Recorder) -> dict:
@@ -92,32 +113,22 @@ def _describe(options: ServeOptions) -> dict:
             "greedy_only": options.greedy_only, "grace_s": options.grace_s}
 
 
-def _describe_error(err: BaseException | None) -> str | None:
-    return None if err is None else f"{type(err).__name__}: {err}"
-
-
 def _ready(state: ServerState, options: ServeOptions, on_event) -> None:
     state.ready = True
     on_event(f"ready: serving '{state.model}' at http://{options.host}:{options.port}/v1")
 
 
-def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, recorder: Recorder,
-             stack: contextlib.ExitStack, loaded: dict) -> EngineParts:
-    """On the engine's thread: load and check the models, open the method's proposers (ssd's draft process
-    starts before the target pins itself, as in `run`), pin, and tell the routes what they need."""
+def _prepare(plan: RunPlan, options: ServeOptions, state: ServerState, models, limit: int | None,
+             recorder: Recorder, stack: contextlib.ExitStack, loaded: dict) -> EngineParts:
+    """On the engine's thread: open the method's proposers (ssd's draft process starts before the target pins
+    itself, as in `run`), pin, load the models on first use, and tell the routes what they need."""
     import torch
 
-    from ssdbench.profiling.devices import make_current
     from ssdbench.profiling.placement import pinned
-    from ssdbench.models.model_set import ModelSet
-    from ssdbench.run.model_checks import check_models
     from ssdbench.run.session import base_manifest
     from ssdbench.suites.chat import as_id_list
 
-    make_current(plan.models.device)
-    models = ModelSet(plan.models)
     stack.callback(models.close)
-    limit = check_models(plan, models)
     method = plan.methods[0]
     positions = limit or NO_LIMIT_POSITIONS
     workload = _capacity_workload(models.eos_ids, positions)
