@@ -22,7 +22,7 @@ run: install
 
 # llama.cpp's server, built once into the user's cache (12 min measured on 2 busy cores, a few on idle ones), for the endpoint tests.
 llama-server: install
-	$(PY) -m ssdbench.endpoints.build_llama_server -j2
+	$(PY) -m ssdbench.endpoints.engines.llama_cpp_build -j2
 
 test: install llama-server
 	$(PY) -m pytest -q --durations=20  # the slowest tests named in every CI log
