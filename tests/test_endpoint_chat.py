@@ -72,7 +72,7 @@ def test_a_streamed_chat_answer_with_the_servers_prompt_count(servers, templated
 def test_greedy_chat_equals_completions_on_our_templated_ids(servers, templated_ids):
     plain, spec = servers
     from_ids = stream_completion(plain.url, "smollm2", templated_ids, GREEDY, timeout_s=120,
-                                 extra={"cache_prompt": False})
+                                 read_acceptance=request_acceptance, extra={"cache_prompt": False})
     assert chat(plain).text == from_ids.text
     assert chat(spec).text == from_ids.text  # and the draft changes nothing
 

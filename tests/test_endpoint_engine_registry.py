@@ -51,9 +51,9 @@ def events(asked_figures: bool) -> bytes:
     final = {"model": "m", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": TOKENS}}
     if asked_figures:  # the server sends its figures only to a request that carried toyserve's field
         final["toy_spec"] = {"steps": 3, "drafted": 6, "accepted": 3, "length": 2.0}
+    last = {"index": 0, "text": "def", "token_ids": [4, 5, 6], "finish_reason": "length"}
     chunks = ({"model": "m", "choices": [{"index": 0, "text": "abc", "token_ids": [1, 2, 3]}]},
-              {"model": "m", "choices": [{"index": 0, "text": "def", "token_ids": [4, 5, 6], "finish_reason": "length"}]},
-              final)
+              {"model": "m", "choices": [last]}, final)
     return ("".join(f"data: {json.dumps(e)}\n\n" for e in chunks) + "data: [DONE]\n\n").encode()
 
 
@@ -111,7 +111,8 @@ def test_a_registered_engine_is_recognised_asked_and_read(url, toyserve_register
     assert ToyServe.bodies[-1]["toy_figures"] is True  # its request field went with the request
     row = {name: values[0] for name, values in table.items()}
     assert row["status"] == "ok" and row["acceptance_source"] == SOURCE
-    assert (row["draft_tokens"], row["accepted_tokens"], row["verify_steps"], row["acceptance_length"]) == (6, 3, 3, 2.0)
+    figures = ("draft_tokens", "accepted_tokens", "verify_steps", "acceptance_length")
+    assert tuple(row[name] for name in figures) == (6, 3, 3, 2.0)
     assert any(f"[from {SOURCE}]" in line for line in acceptance_lines(pd.DataFrame(table)))
     assert {"name": "toyserve", "acceptance": SOURCE, "note": "made up by a test"} in inspect._endpoint_kinds()
 
