@@ -22,7 +22,7 @@ run: install
 
 # llama.cpp's server, built once into the user's cache (12 min measured on 2 busy cores, a few on idle ones), for the endpoint tests.
 llama-server: install
-	$(PY) -m ssdbench.endpoints.build_llama_server -j2
+	$(PY) -m ssdbench.endpoints.engines.llama_cpp_build -j2
 
 # aiperf, the load generator the serving tests measure `ssdbench serve` with, in a venv of its own in the cache (80 s).
 aiperf: install

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ssdbench.endpoints.build_llama_server import model_paths, server_binary
+from ssdbench.endpoints.engines.llama_cpp_build import model_paths, server_binary
 
 DRAFT_MAX = 4
 

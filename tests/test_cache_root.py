@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ssdbench.cache import cache_root
-from ssdbench.endpoints.build_llama_server import install_dir
+from ssdbench.endpoints.engines.llama_cpp_build import install_dir
 from ssdbench.kernels.probe import default_cache_path as probe_cache
 from ssdbench.profiling.bandwidth import default_cache_path as bandwidth_cache
 

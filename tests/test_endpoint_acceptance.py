@@ -4,8 +4,8 @@ test_endpoint_llama_server.py)."""
 
 from __future__ import annotations
 
-from ssdbench.endpoints import acceptance
-from ssdbench.endpoints.acceptance import detect
+from ssdbench.endpoints.engines import llama_cpp, sglang, trtllm, vllm
+from ssdbench.endpoints.engines.registry import detect
 
 # vLLM, --per-request-spec-decode-metrics detailed: the final usage chunk of a stream
 VLLM_FINAL_CHUNK = {
@@ -31,7 +31,7 @@ LLAMA_CPP = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
 
 def test_vllm_detailed_metrics():
     reading = detect([{"choices": [{"text": "a"}]}, VLLM_FINAL_CHUNK])
-    assert reading.source == acceptance.VLLM
+    assert reading.source == vllm.SOURCE
     assert (reading.draft_tokens, reading.accepted_tokens, reading.verify_steps) == (12, 5, 4)
     assert reading.acceptance_length == 2.25
     assert reading.accepted_per_step == (0, 1, 2, 2)
@@ -47,22 +47,22 @@ def test_vllm_summary_has_no_per_step_counts():
 
 def test_sglang_openai_extension_and_generate_meta_info():
     ext = detect([SGLANG_EXT])
-    assert ext.source == acceptance.SGLANG_EXT
+    assert ext.source == sglang.SOURCE_EXT
     assert (ext.draft_tokens, ext.accepted_tokens, ext.verify_steps, ext.acceptance_length) == (40, 20, 10, 3.0)
     meta = detect([SGLANG_META])
-    assert meta.source == acceptance.SGLANG_META
+    assert meta.source == sglang.SOURCE_META
     assert (meta.verify_steps, meta.acceptance_length, meta.draft_tokens) == (12, 2.5, None)
 
 
 def test_tensorrt_llm_tokens_per_iteration_is_an_acceptance_length():
     reading = detect([TRTLLM])
-    assert reading.source == acceptance.TRTLLM
+    assert reading.source == trtllm.SOURCE
     assert reading.acceptance_length == 2.75 and reading.rate is None and reading.verify_steps is None
 
 
 def test_llama_cpp_gives_a_rate_and_no_verify_steps():
     reading = detect([{"choices": [{"text": "a"}], "timings": {"predicted_n": 1}}, LLAMA_CPP])
-    assert reading.source == acceptance.LLAMA_CPP
+    assert reading.source == llama_cpp.SOURCE
     assert (reading.draft_tokens, reading.accepted_tokens) == (40, 26)
     assert reading.verify_steps is None and reading.acceptance_length is None
     assert reading.rate == 26 / 40

@@ -14,9 +14,10 @@ import pytest
 
 from canned_server import CannedStream, serving
 from llama_server import require_server, started
-from ssdbench.endpoints import acceptance
-from ssdbench.endpoints.http import RequestFailed
-from ssdbench.endpoints.request import Sampling, stream_chat, stream_completion
+from ssdbench.endpoints.consistency import request_acceptance
+from ssdbench.endpoints.engines import llama_cpp
+from ssdbench.endpoints.wire.http import RequestFailed
+from ssdbench.endpoints.wire.request import Sampling, stream_chat, stream_completion
 from ssdbench.suites.chat import as_id_list, chat_messages
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
@@ -54,7 +55,7 @@ def templated_ids():
 
 def chat(endpoint, **kwargs):
     return stream_chat(endpoint.url, "smollm2", chat_messages(TEXT), GREEDY, timeout_s=120,
-                       extra={"cache_prompt": False}, **kwargs)
+                       read_acceptance=request_acceptance, extra={"cache_prompt": False}, **kwargs)
 
 
 def test_a_streamed_chat_answer_with_the_servers_prompt_count(servers, templated_ids):
@@ -71,7 +72,7 @@ def test_a_streamed_chat_answer_with_the_servers_prompt_count(servers, templated
 def test_greedy_chat_equals_completions_on_our_templated_ids(servers, templated_ids):
     plain, spec = servers
     from_ids = stream_completion(plain.url, "smollm2", templated_ids, GREEDY, timeout_s=120,
-                                 extra={"cache_prompt": False})
+                                 read_acceptance=request_acceptance, extra={"cache_prompt": False})
     assert chat(plain).text == from_ids.text
     assert chat(spec).text == from_ids.text  # and the draft changes nothing
 
@@ -79,14 +80,15 @@ def test_greedy_chat_equals_completions_on_our_templated_ids(servers, templated_
 def test_chat_carries_the_speculation_figures(servers):
     _, spec = servers
     reading = chat(spec).acceptance
-    assert reading.source == acceptance.LLAMA_CPP and reading.draft_tokens > 0
+    assert reading.source == llama_cpp.SOURCE and reading.draft_tokens > 0
     assert 0 <= reading.accepted_tokens <= reading.draft_tokens
 
 
 def test_chat_on_a_path_that_404s_fails_the_request_in_one_line(servers):
     plain, _ = servers
     with pytest.raises(RequestFailed) as caught:
-        stream_chat(plain.url + "/nowhere", "smollm2", chat_messages(TEXT), GREEDY, timeout_s=30)
+        stream_chat(plain.url + "/nowhere", "smollm2", chat_messages(TEXT), GREEDY, timeout_s=30,
+                    read_acceptance=request_acceptance)
     assert str(caught.value).startswith(f"HTTP 404 Not Found from {plain.url}/nowhere/v1/chat/completions")
     assert "\n" not in str(caught.value)
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from llama_server import closed_port_url, free_port, require_server, server_command, started
-from ssdbench.endpoints.http import RequestFailed, get_json
+from ssdbench.endpoints.wire.http import RequestFailed, get_json
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
 SMALL = ["--suite", "smoke", "--num-prompts", "2", "--max-new-tokens", "12", "--ignore-eos", "--threads", "1"]

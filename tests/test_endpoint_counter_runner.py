@@ -12,8 +12,8 @@ import pytest
 from canned_server import CannedStream, serving
 from ssdbench.decoding.recorder import Recorder
 from ssdbench.decoding.workload import DecodeSettings, Workload
+from ssdbench.endpoints.engines.vllm import COUNTERS as VLLM
 from ssdbench.endpoints.preflight import ServerInfo
-from ssdbench.endpoints.prometheus import VLLM
 from ssdbench.endpoints.runner import EndpointRun, EndpointRunner, EndpointVariant
 from ssdbench.endpoints.spec import Endpoint, EndpointPlan
 

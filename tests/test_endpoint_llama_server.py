@@ -12,12 +12,13 @@ import time
 import pytest
 
 from llama_server import DRAFT_MAX, closed_port_url, code_prompt_ids, free_port, require_server, server_command, started
-from ssdbench.endpoints import acceptance
-from ssdbench.endpoints.http import RequestFailed
+from ssdbench.endpoints.consistency import request_acceptance
+from ssdbench.endpoints.engines import llama_cpp
 from ssdbench.endpoints.launch import launched
 from ssdbench.endpoints.preflight import EndpointError, probe
-from ssdbench.endpoints.request import Sampling, stream_completion
 from ssdbench.endpoints.spec import Endpoint
+from ssdbench.endpoints.wire.http import RequestFailed
+from ssdbench.endpoints.wire.request import Sampling, stream_completion
 
 GREEDY = Sampling(max_new_tokens=24, temperature=0.0, top_p=1.0, seed=0, ignore_eos=True)
 
@@ -45,7 +46,7 @@ def speculating(tmp_path_factory):
 def complete(endpoint, prompt_ids, sampling=GREEDY, **kwargs):
     info = probe(endpoint)
     return stream_completion(endpoint.url, info.model, prompt_ids, sampling, timeout_s=kwargs.pop("timeout_s", 120),
-                             extra={"cache_prompt": False}, **kwargs)
+                             read_acceptance=request_acceptance, extra={"cache_prompt": False}, **kwargs)
 
 
 def test_probe_reads_kind_model_and_version(plain):
@@ -69,7 +70,7 @@ def test_streamed_timings_and_no_acceptance_without_a_draft(plain, prompt_ids):
 def test_acceptance_from_the_draft_is_a_rate_without_verify_steps(speculating, prompt_ids):
     done = complete(speculating, prompt_ids)
     reading = done.acceptance
-    assert reading is not None and reading.source == acceptance.LLAMA_CPP
+    assert reading is not None and reading.source == llama_cpp.SOURCE
     assert reading.draft_tokens > 0 and 0 <= reading.accepted_tokens <= reading.draft_tokens
     assert reading.verify_steps is None and reading.acceptance_length is None
     # at most DRAFT_MAX drafted per verify, and never more verifies than tokens

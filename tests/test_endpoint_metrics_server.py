@@ -16,12 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from llama_server import code_prompt_ids, require_server, started
-from ssdbench.endpoints import acceptance
+from ssdbench.endpoints.consistency import request_acceptance
 from ssdbench.endpoints.counter_acceptance import counted
-from ssdbench.endpoints.http import get_text
+from ssdbench.endpoints.engines import llama_cpp
+from ssdbench.endpoints.engines.llama_cpp import COUNTERS as LLAMA_CPP
+from ssdbench.endpoints.engines.registry import counters_in
 from ssdbench.endpoints.preflight import probe
-from ssdbench.endpoints.prometheus import LLAMA_CPP, counters_in, parse_samples
-from ssdbench.endpoints.request import Sampling, stream_completion
+from ssdbench.endpoints.wire.http import get_text
+from ssdbench.endpoints.wire.prometheus import parse_samples
+from ssdbench.endpoints.wire.request import Sampling, stream_completion
 
 CLI = [sys.executable, "-c", "from ssdbench.cli.main import main; main()"]
 COUNTED_SOURCE = "prometheus /metrics (llamacpp:spec_decode_*)"
@@ -51,7 +54,7 @@ def counters(endpoint):
 
 def complete(endpoint, prompt_ids, tokens):
     return stream_completion(endpoint.url, "smollm2", prompt_ids, greedy(tokens), timeout_s=120,
-                             extra={"cache_prompt": False})
+                             read_acceptance=request_acceptance, extra={"cache_prompt": False})
 
 
 def test_preflight_finds_the_counters_and_says_so(metered):
@@ -77,7 +80,7 @@ def test_counters_around_one_request_give_its_verify_steps_and_its_own_draft_cou
     after = counters(metered)
     reading, note = counted(before, after, done.usage["completion_tokens"])
     own = done.acceptance
-    assert note is None and own.source == acceptance.LLAMA_CPP
+    assert note is None and own.source == llama_cpp.SOURCE
     assert reading.source == COUNTED_SOURCE
     assert reading.verify_steps > 0
     assert (reading.draft_tokens, reading.accepted_tokens) == (own.draft_tokens, own.accepted_tokens)
@@ -119,12 +122,12 @@ def test_run_records_the_joined_reading_at_concurrency_1_only(metered, tmp_path)
     assert result.returncode == 0, result.stderr
     table = pq.read_table(out / "endpoints.parquet").to_pandas()
     at_1, at_2 = table[table["engine"] == "endpoint-c1"], table[table["engine"] == "endpoint-c2"]
-    assert (at_1["acceptance_source"] == f"{acceptance.LLAMA_CPP} + {COUNTED_SOURCE}").all()
+    assert (at_1["acceptance_source"] == f"{llama_cpp.SOURCE} + {COUNTED_SOURCE}").all()
     assert (at_1["verify_steps"] > 0).all() and at_1["acceptance_note"].isna().all()
     assert all(sum(p) == a for p, a in zip(at_1["accepted_per_position"], at_1["accepted_tokens"]))
-    assert (at_2["acceptance_source"] == acceptance.LLAMA_CPP).all() and at_2["verify_steps"].isna().all()
+    assert (at_2["acceptance_source"] == llama_cpp.SOURCE).all() and at_2["verify_steps"].isna().all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["endpoints"]["endpoints"]["spec"]["acceptance_from_metrics"].startswith("fallback available")
     printed = " ".join(result.stdout.split())
     assert "spec@endpoint-c1" in printed and "acceptance length" in printed
-    assert f"[from {acceptance.LLAMA_CPP} + {COUNTED_SOURCE}]" in printed
+    assert f"[from {llama_cpp.SOURCE} + {COUNTED_SOURCE}]" in printed

@@ -4,10 +4,13 @@ and the rule that takes a before/after difference as one request's or refuses it
 
 from __future__ import annotations
 
-from ssdbench.endpoints.acceptance import LLAMA_CPP, Acceptance
+from ssdbench.endpoints.acceptance import Acceptance
 from ssdbench.endpoints.counter_acceptance import counted, joined
-from ssdbench.endpoints.prometheus import LLAMA_CPP as LLAMA_CPP_COUNTERS
-from ssdbench.endpoints.prometheus import VLLM, counters_in, parse_samples
+from ssdbench.endpoints.engines.llama_cpp import COUNTERS as LLAMA_CPP_COUNTERS
+from ssdbench.endpoints.engines.llama_cpp import SOURCE as LLAMA_CPP
+from ssdbench.endpoints.engines.registry import counters_in
+from ssdbench.endpoints.engines.vllm import COUNTERS as VLLM
+from ssdbench.endpoints.wire.prometheus import parse_samples
 
 
 def llama_text(predicted, drafted, accepted, steps, per_pos=()):

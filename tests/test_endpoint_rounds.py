@@ -12,9 +12,10 @@ import pytest
 
 from canned_server import CannedStream, serving
 from ssdbench.decoding.recorder import Recorder, RequestKey
-from ssdbench.endpoints.acceptance import VLLM
+from ssdbench.endpoints.consistency import request_acceptance
+from ssdbench.endpoints.engines.vllm import SOURCE as VLLM
 from ssdbench.endpoints.records import record_success
-from ssdbench.endpoints.request import Sampling, stream_completion
+from ssdbench.endpoints.wire.request import Sampling, stream_completion
 from ssdbench.records.reader import load_run
 from ssdbench.records.writer import RunWriter
 from ssdbench.report.compare import compare_runs
@@ -64,7 +65,7 @@ def url():
 
 def record(recorder: Recorder, url: str, name: str, prompt: str, idx: int, body: bytes) -> None:
     Canned.body = body
-    completion = stream_completion(url, "m", [1, 2, 3], SAMPLING, timeout_s=10)
+    completion = stream_completion(url, "m", [1, 2, 3], SAMPLING, timeout_s=10, read_acceptance=request_acceptance)
     key = RequestKey(name, "endpoint-c1", "smoke", prompt, idx, 0)
     record_success(recorder, key, completion, prompt_ids=[1, 2, 3], seed=0, temperature=0.0, concurrency=1,
                    url=url, t_start_ns=1, tokenize=lambda text: pytest.fail("the server sent ids"))

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from canned_server import CannedStream, serving
-from ssdbench.endpoints.http import RequestFailed
+from ssdbench.endpoints.consistency import request_acceptance
 from ssdbench.endpoints.records import output_ids
-from ssdbench.endpoints.request import Sampling, stream_completion
+from ssdbench.endpoints.wire.http import RequestFailed
+from ssdbench.endpoints.wire.request import Sampling, stream_completion
 
 SAMPLING = Sampling(max_new_tokens=8, temperature=0.0, top_p=1.0, seed=0)
 
@@ -26,7 +27,7 @@ def server():
 
 def answer(server, body: bytes, status: int = 200):
     Canned.status, Canned.body = status, body
-    return stream_completion(server, "m", [1, 2, 3], SAMPLING, timeout_s=10)
+    return stream_completion(server, "m", [1, 2, 3], SAMPLING, timeout_s=10, read_acceptance=request_acceptance)
 
 
 def events(*payloads: str) -> bytes:

@@ -12,10 +12,11 @@ import pytest
 
 from canned_server import CannedStream, serving
 from ssdbench.decoding.recorder import Recorder, RequestKey
+from ssdbench.endpoints.consistency import request_acceptance
 from ssdbench.endpoints.identity import mark_text_identity, without_text_judged
 from ssdbench.endpoints.records import record_success
-from ssdbench.endpoints.request import Sampling, stream_completion
 from ssdbench.endpoints.table import with_endpoint_figures
+from ssdbench.endpoints.wire.request import Sampling, stream_completion
 from ssdbench.metrics.summary import summarize
 from ssdbench.report.render import exactness_line
 
@@ -54,7 +55,8 @@ def recorded(text: str, ar_ids: list[int], tokenizer) -> Recorder:
     recorder = Recorder("text-identity")
     TextOnly.body = text_stream(text)
     with serving(TextOnly) as url:
-        completion = stream_completion(url, "m", PROMPT, Sampling(2, 0.0, 1.0, 0), timeout_s=10)
+        completion = stream_completion(url, "m", PROMPT, Sampling(2, 0.0, 1.0, 0), timeout_s=10,
+                                       read_acceptance=request_acceptance)
     key = RequestKey("llama", "endpoint-c1", "smoke", "p0", 0, 0)
     record_success(recorder, key, completion, prompt_ids=PROMPT, seed=0, temperature=0.0, concurrency=1, url=url,
                    t_start_ns=1, tokenize=lambda t: tokenizer.encode(t, add_special_tokens=False))

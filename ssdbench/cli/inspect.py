@@ -85,12 +85,14 @@ def inventory(data_dir: Path | None) -> dict:
 
 
 def _endpoint_kinds() -> list[dict]:
-    from ssdbench.endpoints.build_llama_server import server_binary
-    from ssdbench.endpoints.kinds import KINDS
+    from ssdbench.endpoints.engines.registry import ENGINES
 
-    built = server_binary()
-    rows = [{"name": k.name, "acceptance": k.acceptance, "note": k.note} for k in KINDS]
-    rows[0]["local_build"] = str(built) if built else "not built (make llama-server)"
+    rows = []
+    for engine in ENGINES:
+        row = {"name": engine.name, "acceptance": engine.acceptance_source, "note": engine.note}
+        if engine.local_build is not None:
+            row["local_build"] = engine.local_build()
+        rows.append(row)
     return rows
 
 

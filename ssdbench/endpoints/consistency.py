@@ -3,16 +3,22 @@
 An engine's figures (or the counters' difference) that contradict one another are recorded as invalid,
 with the reason, and never printed as measured: accepted within drafted, no drafts without verify steps,
 per-step counts as many as the steps and summing to the totals, a finite acceptance length of at least one
-token per step (vLLM's: 1 + accepted / steps), per-position counts summing to the accepted ones.
+token per step, per-position counts summing to the accepted ones; and what the engine whose shape it is
+holds its own figures to (`Engine.figure_checks`: vLLM's mean length is 1 + accepted / steps).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
-from ssdbench.endpoints.acceptance import VLLM, Acceptance
+from ssdbench.endpoints.acceptance import Acceptance
+from ssdbench.endpoints.engines.registry import detect, engine_reading
 
-LENGTH_TOLERANCE = 0.01  # an engine may round its mean acceptance length
+
+def request_acceptance(events: Iterable[dict]) -> Acceptance | None:
+    """A streamed request's acceptance from the events it sent (any engine's shape), checked."""
+    return checked(detect(events))
 
 
 def checked(reading: Acceptance | None) -> Acceptance | None:
@@ -66,12 +72,8 @@ def _length(a: Acceptance) -> list[str]:
         return []
     if not math.isfinite(length) or length < 1:
         return [f"acceptance length {length:g} (a verify step emits at least 1 token)"]
-    if a.source == VLLM and a.verify_steps and a.accepted_tokens is not None:
-        expected = 1 + a.accepted_tokens / a.verify_steps
-        if abs(length - expected) > LENGTH_TOLERANCE:
-            return [f"mean acceptance length {length:g} where {a.accepted_tokens} accepted in {a.verify_steps} "
-                    f"steps make {expected:.3g}"]
-    return []
+    engine = engine_reading(a.source)
+    return engine.figure_checks(a) if engine is not None and engine.figure_checks is not None else []
 
 
 def _per_position(a: Acceptance) -> list[str]:

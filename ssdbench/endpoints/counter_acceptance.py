@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from ssdbench.endpoints.acceptance import Acceptance
 from ssdbench.endpoints.consistency import contradictions
-from ssdbench.endpoints.prometheus import CounterNames, SpecCounters
+from ssdbench.endpoints.counters import CounterNames, SpecCounters
 
 
 EXACT_BELOW = 2.0**53  # a double holds every whole number below this; past it, a difference may be off

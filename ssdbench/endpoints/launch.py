@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ssdbench.endpoints.http import RequestFailed, get_json
 from ssdbench.endpoints.preflight import EndpointError
 from ssdbench.endpoints.spec import Endpoint
+from ssdbench.endpoints.wire.http import RequestFailed, get_json
 
 POLL_S = 0.25
 STOP_GRACE_S = 10.0

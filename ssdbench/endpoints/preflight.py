@@ -6,8 +6,9 @@ comes from what the server says of itself (`owned_by` in `/v1/models`), not from
 only which optional request fields ask for speculation figures, never how they are read. Whether
 `GET /metrics` carries speculation counters (the acceptance fallback) is probed here too: a server
 without them (404, or counters absent) simply gets no fallback, said in one line in the manifest. The
-server's version and dtype come from the routes where its kind describes itself (`dtypes`); a route that
-fails or answers in another shape leaves them unknown, never the run.
+server's version and dtype come from the route where its engine describes itself (its declaration in
+`engines/`: `self_report_route`, `version_key`, `dtype_of`); a route that fails or answers in another shape
+leaves them unknown, never the run.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ssdbench.endpoints import dtypes
-from ssdbench.endpoints.fields import MalformedAnswer, as_object, optional_list, optional_text, wrong
-from ssdbench.endpoints.http import RequestFailed, get_json, get_text
-from ssdbench.endpoints.kinds import kind_of
-from ssdbench.endpoints.prometheus import CounterNames, counters_in
+from ssdbench.endpoints.counters import CounterNames
+from ssdbench.endpoints.engines.base import Engine
+from ssdbench.endpoints.engines.registry import counter_families, counters_in, engine_named, kind_of
 from ssdbench.endpoints.spec import Endpoint
+from ssdbench.endpoints.wire.fields import MalformedAnswer, as_object, optional_list, optional_text, wrong
+from ssdbench.endpoints.wire.http import RequestFailed, get_json, get_text
 from ssdbench.errors import SsdbenchError
 
 PROBE_TIMEOUT_S = 10.0
@@ -58,12 +60,12 @@ def probe(endpoint: Endpoint, *, api_key: str | None = None, timeout_s: float = 
         raise EndpointError(f"endpoint {endpoint.name}: {endpoint.url}/v1/models lists no model "
                             "(is it an OpenAI-compatible server?)")
     model = _chosen_model(endpoint, ids)
-    kind = kind_of(owned_by or "")
+    engine = engine_named(kind_of(owned_by or ""))
     metrics_text = _metrics_text(endpoint, api_key)
     counters, note = _metrics_support(metrics_text)
-    own = _self_report(endpoint, kind, api_key)
-    return ServerInfo(kind=kind, model=model, models_listed=ids, version=_version(kind, own),
-                      counters=counters, counters_note=note, dtype=_dtype(kind, own, metrics_text))
+    own = _self_report(endpoint, engine, api_key)
+    return ServerInfo(kind=engine.name, model=model, models_listed=ids, version=_version(engine, own),
+                      counters=counters, counters_note=note, dtype=_dtype(engine, own, metrics_text))
 
 
 def _listed_models(listing) -> tuple[tuple[str, ...], str | None]:
@@ -92,35 +94,28 @@ def _chosen_model(endpoint: Endpoint, ids: tuple[str, ...]) -> str:
     return endpoint.model
 
 
-SELF_REPORTS = {"llama.cpp": ("/props", "build_info"), "vllm": ("/version", "version"),
-                "sglang": ("/get_server_info", "version")}  # kind -> (the route where it describes itself, version key)
-
-
-def _self_report(endpoint: Endpoint, kind: str, api_key: str | None) -> object:
-    """What the server says of itself on its kind's route (any JSON value), or None where it has none or fails."""
-    path = SELF_REPORTS.get(kind, (None, None))[0]
-    if path is None:
+def _self_report(endpoint: Endpoint, engine: Engine, api_key: str | None) -> object:
+    """What the server says of itself on its engine's route (any JSON value), or None where it has none or fails."""
+    if engine.self_report_route is None:
         return None
     try:
-        return get_json(endpoint.url, path, timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
+        return get_json(endpoint.url, engine.self_report_route, timeout_s=PROBE_TIMEOUT_S, api_key=api_key)
     except RequestFailed:
         return None
 
 
-def _version(kind: str, answer: object) -> str | None:
+def _version(engine: Engine, answer: object) -> str | None:
     """The server's own version string where its self-report has one; None where it does not say."""
-    key = SELF_REPORTS.get(kind, (None, None))[1]
+    key = engine.version_key
     value = answer.get(key) if key and isinstance(answer, dict) else None  # any other shape says nothing
     return str(value)[:VERSION_CHARS] if isinstance(value, (str, int, float)) else None
 
 
-def _dtype(kind: str, own: object, metrics_text: str | RequestFailed) -> str | None:
-    """The dtype the server says it runs, where its kind says it (`dtypes`); None where it does not."""
-    if kind == "vllm":
-        return None if isinstance(metrics_text, RequestFailed) else dtypes.from_vllm_metrics(metrics_text)
-    if kind == "llama.cpp":
-        return dtypes.from_llama_props(own)
-    return dtypes.from_sglang_info(own) if kind == "sglang" else None
+def _dtype(engine: Engine, own: object, metrics_text: str | RequestFailed) -> str | None:
+    """The dtype the server says it runs, where its engine says it (`Engine.dtype_of`); None where it does not."""
+    if engine.dtype_of is None:
+        return None
+    return engine.dtype_of(own, None if isinstance(metrics_text, RequestFailed) else metrics_text)
 
 
 def _metrics_text(endpoint: Endpoint, api_key: str | None) -> str | RequestFailed:
@@ -136,7 +131,7 @@ def _metrics_support(text: str | RequestFailed) -> tuple[CounterNames | None, st
         return None, f"no fallback: GET /metrics failed ({text})"
     found = counters_in(text)
     if found is None:
-        return None, ("no fallback: GET /metrics has no speculation counters "
-                      "(llamacpp:spec_decode_*, vllm:spec_decode_*)")
+        families = ", ".join(names.family for names in counter_families())
+        return None, f"no fallback: GET /metrics has no speculation counters ({families})"
     return found.names, (f"fallback available: {found.names.family} read before and after each request at "
                          "concurrency 1, used where a response carries no verify steps")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.endpoints.acceptance import Acceptance
-from ssdbench.endpoints.request import Completion
+from ssdbench.endpoints.wire.request import Completion
 
 Tokenize = Callable[[str], list[int]]
 

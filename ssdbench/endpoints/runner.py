@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 
 from ssdbench.decoding.recorder import Recorder, RequestKey
 from ssdbench.decoding.workload import WARMUP_TOKENS, DecodeSettings, Workload
+from ssdbench.endpoints.consistency import request_acceptance
 from ssdbench.endpoints.counter_acceptance import counted, joined
-from ssdbench.endpoints.http import RequestFailed, get_text
-from ssdbench.endpoints.kinds import BY_NAME
+from ssdbench.endpoints.counters import SpecCounters
+from ssdbench.endpoints.engines.registry import counters_in, engine_named
 from ssdbench.endpoints.preflight import PROBE_TIMEOUT_S, ServerInfo
-from ssdbench.endpoints.prometheus import SpecCounters, counters_in
 from ssdbench.endpoints.records import Tokenize, record_failure, record_success
-from ssdbench.endpoints.request import Completion, Sampling, stream_chat, stream_completion
 from ssdbench.endpoints.spec import Endpoint, EndpointPlan, engine_label
+from ssdbench.endpoints.wire.http import RequestFailed, get_text
+from ssdbench.endpoints.wire.request import Completion, Sampling, stream_chat, stream_completion
 from ssdbench.suites.chat import chat_messages
 
 DOWN_MARKERS = ("connection refused", "cannot resolve")
@@ -44,7 +45,7 @@ def warm_up_prompt(workload: Workload) -> Prompt:
     """The warm-up's prompt: the first prompt's ids (and words, for chat) in reverse order, a prompt that is not
     measured: as long as the first and made of its tokens, but starting unlike it (unless it reads the same both
     ways), so what the warm-up leaves in a prefix cache is no measured prompt's beginning. The engines that allow
-    it also keep every request out of the prefix cache (`kinds`)."""
+    it also keep every request out of the prefix cache (their `Engine.request_fields`)."""
     first = measured_prompt(workload, 0)
     return Prompt(first.token_ids[::-1], " ".join(reversed(first.text.split())))
 
@@ -80,7 +81,7 @@ class EndpointRun:
         for name, info in described["endpoints"].items():
             info.update(self.servers[name].describe())
             # where this kind reports acceptance when it speculates; what each request carried is in endpoints.parquet
-            info["acceptance_source_if_speculating"] = BY_NAME[self.servers[name].kind].acceptance
+            info["acceptance_source_if_speculating"] = engine_named(self.servers[name].kind).acceptance_source
             if name in self.logs:
                 info["launch_log"] = self.logs[name]
         return described
@@ -149,7 +150,8 @@ class EndpointRunner:
     def _stream(self, prompt: Prompt, sampling: Sampling) -> Completion:
         endpoint, server = self.variant.endpoint, self.variant.server
         common = {"timeout_s": self.run_plan.request_timeout_s, "api_key": self.run_plan.api_key,
-                  "extra": BY_NAME[server.kind].fields_for_request()}  # a fresh cache salt per request (vLLM)
+                  "read_acceptance": request_acceptance,
+                  "extra": engine_named(server.kind).fields_for_request()}  # a fresh cache salt per request (vLLM)
         if endpoint.api == "chat":
             return stream_chat(endpoint.url, server.model, chat_messages(prompt.text), sampling, **common)
         return stream_completion(endpoint.url, server.model, prompt.token_ids, sampling, **common)

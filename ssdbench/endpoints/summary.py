@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssdbench.endpoints.acceptance import TRTLLM
 from ssdbench.endpoints.chunk_tokens import tokens_per_chunk
+from ssdbench.endpoints.engines.registry import engine_of_source, engine_reading
 
 
-# why a source's figures have no acceptance length, in the words of the engine it belongs to
-NO_STEPS_NOTES = {
-    "llama.cpp": "llama.cpp's responses count no verify steps; llama-server started with --metrics gives them "
-                 "from /metrics at concurrency 1",
-    "vllm": "vLLM's metrics.speculative_decoding gave no num_spec_steps",
-    "sglang": "SGLang counted 0 verify steps",
-}
+def no_steps_note(source: str) -> str:
+    """Why a source's figures have no acceptance length, in the words of the engine it belongs to."""
+    engine = engine_of_source(source)
+    return engine.no_steps_note if engine is not None and engine.no_steps_note else f"{source} counts no verify steps"
 
 
-def engine_of(source: str) -> str:
-    """The engine an acceptance source belongs to: its first word (`vllm metrics...`), or the counters' family."""
-    if source.startswith("prometheus /metrics ("):
-        return {"llamacpp": "llama.cpp"}.get(source.split("(", 1)[1].split(":", 1)[0], source)
-    return source.split(" ", 1)[0]
+def length_phrase(source: str | None) -> str:
+    """What the acceptance length of a variant's source is per: the engine's own words, else a drafted step."""
+    engine = engine_reading(source) if source else None
+    if engine is not None and engine.length_phrase:
+        return engine.length_phrase
+    return "per drafted step (mean per request; the steps that drafted, as vLLM and aiperf count it)"
 
 
 def per_variant(endpoints: pd.DataFrame) -> list[dict]:
@@ -50,8 +48,7 @@ def per_variant(endpoints: pd.DataFrame) -> list[dict]:
             "draft_acceptance_rate": float(accepted.sum() / drafted.sum()) if drafted.sum() > 0 else None,
             "rate_per_request_median": float(rates.median()) if len(rates) else None,
             "acceptance_length": float(lengths.dropna().mean()) if lengths.notna().any() else None,
-            "no_length_notes": sorted({NO_STEPS_NOTES.get(engine_of(s), f"{s} counts no verify steps")
-                                       for s in no_length}),
+            "no_length_notes": sorted({no_steps_note(s) for s in no_length}),
             "tokens_per_chunk": per_chunk, "tokens_per_chunk_source": chunk_source,
             "tokens_per_target_pass": tokens_per_target_pass(valid),
             "invalid": list(zip(ok["acceptance_source"][is_invalid], ok["acceptance_invalid"][is_invalid])),
@@ -94,11 +91,8 @@ def _figures(row: dict) -> str:
     if row["draft_acceptance_rate"] is not None and row["rate_per_request_median"] is not None:
         text += (f"; draft acceptance rate {row['draft_acceptance_rate']:.3f} pooled, "
                  f"{row['rate_per_request_median']:.3f} median per request")
-    if row["acceptance_length"] is not None and row["acceptance_source"] == TRTLLM:
-        text += f"; acceptance length {row['acceptance_length']:.2f} per decoding iteration (mean per request)"
-    elif row["acceptance_length"] is not None:
-        text += (f"; acceptance length {row['acceptance_length']:.2f} per drafted step (mean per request; the steps "
-                 "that drafted, as vLLM and aiperf count it)")
+    if row["acceptance_length"] is not None:
+        text += f"; acceptance length {row['acceptance_length']:.2f} {length_phrase(row['acceptance_source'])}"
     if row["tokens_per_target_pass"] is not None:
         text += (f"; {row['tokens_per_target_pass']:.2f} tokens per target pass (completion tokens over target "
                  "passes, comparable with ssdbench's accept len)")

@@ -9,23 +9,26 @@ Two APIs (`--endpoint-api`):
   templated from (`suites.chat.chat_messages`), and the server applies its own chat template; its
   `usage.prompt_tokens` says whether it came to the same number of tokens. Deltas' `content` is the text.
 Both stream with `stream_options.include_usage`. Times are `perf_counter_ns`; the request starts just
-before it is sent.
+before it is sent. What the engine's own fields say of speculation is not read here: the caller passes
+`read_acceptance` (`consistency.request_acceptance`: every engine's shapes, checked), which gets every
+event the stream sent once it has ended.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ssdbench.endpoints import sse
-from ssdbench.endpoints.acceptance import Acceptance, detect
-from ssdbench.endpoints.consistency import checked
-from ssdbench.endpoints.fields import (MalformedAnswer, as_object, count_or_none, optional_list, optional_object,
-                                       optional_text, token_ids)
-from ssdbench.endpoints.http import RequestFailed, open_connection, send
+from ssdbench.endpoints.acceptance import Acceptance
+from ssdbench.endpoints.wire import sse
+from ssdbench.endpoints.wire.fields import (MalformedAnswer, as_object, count_or_none, optional_list,
+                                            optional_object, optional_text, token_ids)
+from ssdbench.endpoints.wire.http import RequestFailed, open_connection, send
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
+ReadAcceptance = Callable[[list[dict]], "Acceptance | None"]  # every event of a stream -> its acceptance
 
 
 @dataclass(frozen=True)
@@ -95,20 +98,22 @@ def chat_request_body(model: str, messages: list[dict], sampling: Sampling, extr
 
 
 def stream_completion(url: str, model: str, prompt_ids: list[int], sampling: Sampling, *, timeout_s: float,
-                      api_key: str | None = None, extra: dict | None = None) -> Completion:
+                      read_acceptance: ReadAcceptance, api_key: str | None = None,
+                      extra: dict | None = None) -> Completion:
     """The whole streamed answer, or RequestFailed (refused, timed out, HTTP error, broken stream)."""
     body = request_body(model, prompt_ids, sampling, extra or {})
-    return stream(url, COMPLETIONS_PATH, body, timeout_s=timeout_s, api_key=api_key)
+    return stream(url, COMPLETIONS_PATH, body, timeout_s=timeout_s, api_key=api_key, read_acceptance=read_acceptance)
 
 
 def stream_chat(url: str, model: str, messages: list[dict], sampling: Sampling, *, timeout_s: float,
-                api_key: str | None = None, extra: dict | None = None) -> Completion:
+                read_acceptance: ReadAcceptance, api_key: str | None = None, extra: dict | None = None) -> Completion:
     """The whole streamed chat answer (the server templates `messages`), or RequestFailed."""
     body = chat_request_body(model, messages, sampling, extra or {})
-    return stream(url, CHAT_PATH, body, timeout_s=timeout_s, api_key=api_key)
+    return stream(url, CHAT_PATH, body, timeout_s=timeout_s, api_key=api_key, read_acceptance=read_acceptance)
 
 
-def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | None) -> Completion:
+def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | None,
+           read_acceptance: ReadAcceptance) -> Completion:
     conn = open_connection(url, timeout_s=timeout_s)
     start_ns = time.perf_counter_ns()
     deadline_ns = start_ns + int(timeout_s * 1e9)
@@ -125,7 +130,7 @@ def stream(url: str, path: str, body: dict, *, timeout_s: float, api_key: str | 
         completion.end_ns = time.perf_counter_ns()
     finally:
         conn.close()
-    completion.acceptance = checked(detect(seen))
+    completion.acceptance = read_acceptance(seen)
     if completion.finish_reason is None:
         raise RequestFailed(f"{url} ended its stream without a finish reason")
     return completion

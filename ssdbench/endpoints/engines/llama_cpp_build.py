@@ -9,7 +9,7 @@ OpenSSL (nothing here fetches models over the network), with `-j` jobs. The resu
         bin/llama-server, bin/llama-quantize, build.json (what was built, how long it took)
         models/target.gguf, the embedded SmolLM2 GGUF (Q4_1); models/draft-Q4_0.gguf, a requantised copy
 
-and is reused while `build.json` is there. Run as `python -m ssdbench.endpoints.build_llama_server`.
+and is reused while `build.json` is there. Run as `python -m ssdbench.endpoints.engines.llama_cpp_build`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 
-from ssdbench.endpoints.http import RequestFailed
+from ssdbench.endpoints.wire.http import RequestFailed
 
 COUNT_MAX = 2**31 - 1  # counts and token ids are stored as int32 (records.schema)
 SHOWN_CHARS = 60

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 
-from ssdbench.endpoints.http import RequestFailed, describe_os_error
+from ssdbench.endpoints.wire.http import RequestFailed, describe_os_error
 
 DONE = "[DONE]"
 
