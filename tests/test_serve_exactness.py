@@ -73,6 +73,16 @@ def test_the_clients_acceptance_is_the_servers_record(served_run):
     assert ar_rows.accepted_tokens.isna().all()  # ar drafts nothing: no figures, not zeros
 
 
+def test_the_client_knows_the_server_for_what_it_is(served_run):
+    out, _ = served_run
+    described = json.loads((out / "manifest.json").read_text())["endpoints"]["endpoints"]
+    for method in METHODS:
+        server = described[f"srv_{method}"]
+        assert server["kind"] == "ssdbench" and server["server_version"].startswith("ssdbench ")
+        assert server["server_dtype"] == "float32"
+        assert "no fallback" not in server["acceptance_from_metrics"]  # its vLLM-named counters exist from the start
+
+
 def test_a_servers_records_are_a_run_that_report_reads(served_run):
     _, records = served_run
     manifest = json.loads((records["ssd"] / "manifest.json").read_text())

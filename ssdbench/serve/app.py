@@ -1,5 +1,5 @@
 """The server's routes, on Starlette: `/v1/completions` and `/v1/chat/completions` (streamed over SSE
-or whole), `/v1/models`, `/health` and `/metrics`.
+or whole), `/v1/models`, `/health`, `/metrics` and `/version`.
 
 Until the models are loaded and warmed up every route but /metrics answers 503; so does a completion
 once the server is stopping. A streamed request whose client disconnects is ended by the engine at
@@ -39,6 +39,7 @@ class ServerState:
     tokenize: Callable[[str], list[int]] | None = None
     template: Callable[[list[dict]], list[int]] | None = None
     vocab_size: int = 0
+    version: dict | None = None  # GET /version: ssdbench's version, the method and the dtype it decodes with
     ready: bool = False
 
     def unavailable(self) -> ApiError | None:
@@ -67,6 +68,9 @@ def build_app(state: ServerState) -> Starlette:
             return error_response(refused)
         return JSONResponse(answer.models_body(state.model, state.created, state.defaults.context_positions))
 
+    async def version(request: Request) -> Response:
+        return JSONResponse(state.version)
+
     async def metrics(request: Request) -> Response:
         return Response(state.counters.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -77,7 +81,7 @@ def build_app(state: ServerState) -> Starlette:
         return await _complete(state, request, chat=True)
 
     return Starlette(routes=[
-        Route("/health", health), Route("/v1/models", models), Route("/metrics", metrics),
+        Route("/health", health), Route("/v1/models", models), Route("/metrics", metrics), Route("/version", version),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
     ])

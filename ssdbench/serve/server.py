@@ -55,7 +55,9 @@ def serve(plan: RunPlan, options: ServeOptions, *, on_event=print) -> Path:
     run_id = new_run_id()
     path = plan.out or default_run_dir(run_id=run_id)
     counters = ServerCounters(options.model_name, plan.decode.k)
-    state = ServerState(model=options.model_name or "", created=int(time.time()), counters=counters)
+    state = ServerState(model=options.model_name or "", created=int(time.time()), counters=counters,
+                        version={"version": f"ssdbench {_package_version()}", "method": method.name,
+                                 "dtype": plan.models.dtype})
     recorder = Recorder(run_id=run_id)
     engine = Engine(max_batch=options.max_batch, recorder=recorder, counters=counters)
     state.engine = engine
@@ -99,6 +101,15 @@ def _checked_models(plan: RunPlan):
     except BaseException:
         models.close()
         raise
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ssdbench")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _served_suite(recorder: Recorder) -> dict:

@@ -100,9 +100,12 @@ class ServerCounters:
             self.rename(model)
 
     def rename(self, model: str) -> None:
-        """The model label, once the model is known; every draft position's counter exists from then on,
-        as vLLM's do."""
+        """The model label, once the model is known; the counters (every draft position's too) exist at 0 from
+        then on, as vLLM's do, so a client reading /metrics before the first request finds them."""
         self._model = model
+        for counter in (self.prompt_tokens, self.generation_tokens, self.drafts, self.draft_tokens, self.accepted,
+                        self.hits, self.misses):
+            counter.labels(model)
         for position in range(self._positions):
             self.per_position.labels(model, str(position))
 

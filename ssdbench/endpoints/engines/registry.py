@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ssdbench.endpoints.acceptance import Acceptance, BadFigure
 from ssdbench.endpoints.counters import CounterNames, SpecCounters, reading_of
-from ssdbench.endpoints.engines import llama_cpp, openai_compatible, sglang, trtllm, vllm
+from ssdbench.endpoints.engines import llama_cpp, openai_compatible, sglang, ssdbench_server, trtllm, vllm
 from ssdbench.endpoints.engines.base import Engine
 from ssdbench.endpoints.wire.prometheus import parse_samples
 
@@ -22,6 +22,7 @@ ENGINES: tuple[Engine, ...] = (
     vllm.ENGINE,
     sglang.ENGINE,
     trtllm.ENGINE,
+    ssdbench_server.ENGINE,
     openai_compatible.ENGINE,
 )
 FALLBACK = openai_compatible.ENGINE.name
