@@ -7,9 +7,10 @@ inter-token latency (request latency - TTFT) / (output tokens - 1), with the ser
 (--use-server-token-count); ssdbench's client takes the same two figures (its TPOT is the same formula).
 The server's TTFT runs from its batch's start to the first token, its TPOT from there to the last token
 over tokens - 1. So a client's figure exceeds the server's by the HTTP and queueing time around it:
-the tolerance is TTFT within 60 ms for aiperf (its processes pass each request through ZMQ; it added 5 to
-32 ms on a 2-core AMD EPYC, where they share the cores with the server) and 20 ms for ssdbench's client
-(2 to 3 ms there), and ITL within 20% + 2 ms of the server's, per request.
+the tolerance is TTFT within 150 ms for aiperf (its processes pass each request through ZMQ and share
+the cores with the server: on a 2-core AMD EPYC it added 5 to 32 ms here, and 64 ms median on SmolLM2 in
+the README's run) and 20 ms for ssdbench's client (2 to 3 ms there), and ITL within 20% + 2 ms of the
+server's, per request.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ssdbench.serve.aiperf_install import aiperf_binary
 
 PROMPTS = ["w5 w9 w12 w3", "w7 w7 w20", "w1 w2 w3 w4 w5 w6", "w40 w41", "w9 w8 w7 w6 w5"]
 NEW_TOKENS = 24
-AIPERF_TTFT_SLACK_MS, OURS_TTFT_SLACK_MS = 60.0, 20.0
+AIPERF_TTFT_SLACK_MS, OURS_TTFT_SLACK_MS = 150.0, 20.0
 ITL_RELATIVE, ITL_SLACK_MS = 0.20, 2.0
 
 
