@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ssdbench.metrics import catalog
 from ssdbench.metrics.stats import geometric_mean_ci
 from ssdbench.records.schema import COUNTED_BY_SSDBENCH
 
@@ -52,17 +53,18 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, *, baseline: str = "a
 
 
 def _throughput(group: pd.DataFrame) -> dict:
-    return {
+    """Counts, pooled decode speed, and every per-request figure's median (and p90) (metrics/catalog.py)."""
+    row = {
         "num_requests": len(group),
         "new_tokens": int(group["new_tokens"].sum()),
-        "decode_tokens_per_s_median": float(group["decode_tokens_per_s"].median()),
         "decode_tokens_per_s_total": float((group["new_tokens"] - 1).clip(lower=0).sum() / (group["decode_ms"].sum() / 1e3))
         if group["decode_ms"].sum() > 0 else float("nan"),
-        "ttft_ms_median": float(group["ttft_ms"].median()),
-        "ttft_ms_p90": _quantile(group["ttft_ms"], 0.9),
-        "tpot_ms_median": float(group["tpot_ms"].median()),
-        "tpot_ms_p90": _quantile(group["tpot_ms"], 0.9),
     }
+    for figure in catalog.per_request():
+        row[figure.summary_key] = float(group[figure.name].median())
+        if figure.p90:
+            row[f"{figure.name}_p90"] = _quantile(group[figure.name], 0.9)
+    return row
 
 
 def _quantile(values: pd.Series, q: float) -> float:

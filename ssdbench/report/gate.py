@@ -19,6 +19,7 @@ import pandas as pd
 from ssdbench.errors import UsageError
 from ssdbench.records.reader import Run
 from ssdbench.report.compare import paired
+from ssdbench.metrics import catalog
 from ssdbench.metrics.stats import geometric_mean_ci
 from ssdbench.metrics.summary import PAIR_KEYS, acceptance_of, add_label
 
@@ -35,16 +36,13 @@ class Metric:
     den: str = ""
 
 
-METRICS = {m.name: m for m in (
-    Metric("decode_tokens_per_s", "timed"),
-    Metric("speedup", "timed"),
-    Metric("ttft_ms", "timed", is_higher_better=False),
-    Metric("tpot_ms", "timed", is_higher_better=False),
-    Metric("acceptance_length", "pooled", num="emitted", den="rounds"),
-    Metric("draft_acceptance_rate", "pooled", num="accepted_of_proposed", den="proposed"),
-    Metric("cache_hit_rate", "pooled", num="hits", den="known_hits"),
-    Metric("outputs_match", "outputs"),
-)}
+
+
+def gated_metrics() -> dict[str, Metric]:
+    """The metrics --fail-on knows: metrics/catalog.py's gated figures, read at call time."""
+    return {f.name: Metric(f.name, f.gate, f.is_higher_better, f.num, f.den) for f in catalog.gated()}
+
+
 _PERCENT = re.compile(r"([+-]?)(\d+(?:\.\d+)?)%")
 
 
@@ -89,20 +87,20 @@ def _parse_threshold(metric: Metric, threshold: str, text: str) -> float | None:
 
 def parse_fail_on(text: str) -> list[Check]:
     """`METRIC:THRESHOLD[,...]` → checks; UsageError (close names suggested) for anything malformed."""
-    checks = []
+    known, checks = gated_metrics(), []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         name, sep, threshold = part.partition(":")
         name = name.strip()
-        if name not in METRICS:
-            close = difflib.get_close_matches(name, list(METRICS), n=2, cutoff=0.5)
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.5)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-            raise UsageError(f"--fail-on: unknown metric {name!r}: {hint}metrics: {', '.join(METRICS)}")
+            raise UsageError(f"--fail-on: unknown metric {name!r}: {hint}metrics: {', '.join(known)}")
         if not sep or not threshold.strip():
             raise UsageError(f"--fail-on {part!r}: missing threshold; write METRIC:THRESHOLD, e.g. {name}:"
                              f"{'false' if name == 'outputs_match' else '-5%'}")
-        checks.append(Check(METRICS[name], _parse_threshold(METRICS[name], threshold.strip(), part), part))
+        checks.append(Check(known[name], _parse_threshold(known[name], threshold.strip(), part), part))
     if not checks:
         raise UsageError("--fail-on is empty; write METRIC:THRESHOLD[,...], e.g. decode_tokens_per_s:-5%")
     return _one_rule_per_metric(checks)

@@ -10,6 +10,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ssdbench.metrics import catalog
+from ssdbench.metrics.catalog import Figure
 from ssdbench.metrics.summary import SPEEDUP_NOTE
 
 
@@ -39,29 +41,31 @@ class SummaryColumn:
     shown: Callable[[pd.DataFrame], bool] = lambda summary: True
 
 
-SUMMARY_COLUMNS = (  # declared once: the Rich table and the Markdown one show these
+IDENTITY_COLUMNS = (
     SummaryColumn("method", lambda r: r["label"]),
     SummaryColumn("requests", lambda r: str(r["num_requests"])),
     SummaryColumn("new tokens", lambda r: str(r["new_tokens"])),
-    SummaryColumn("decode tok/s p50", lambda r: _num(r["decode_tokens_per_s_median"])),
-    SummaryColumn("decode speedup vs ar", lambda r: _speedup_cells(r)[0]),
-    SummaryColumn("95% CI", lambda r: _speedup_cells(r)[1]),
-    SummaryColumn("e2e speedup vs ar", lambda r: _num(r["speedup_e2e"], "{:.2f}×")),
-    SummaryColumn("accept len", lambda r: _num(r["acceptance_length"])),
-    SummaryColumn("tok/target pass", lambda r: _num(r["tokens_per_target_pass"]),
-                  lambda s: "tokens_per_target_pass" in s.columns),  # a run with serving engines (endpoints/table.py)
-    SummaryColumn("draft accept", lambda r: _num(r["draft_acceptance_rate"], "{:.1%}")),
-    SummaryColumn("TTFT ms p50", lambda r: _num(r["ttft_ms_median"], "{:.1f}")),
-    SummaryColumn("TPOT ms p50", lambda r: _num(r["tpot_ms_median"], "{:.1f}")),
-    SummaryColumn("target MBU", lambda r: _num(r["target_mbu"], "{:.0%}"), lambda s: "target_mbu" in s.columns),
-    SummaryColumn("GPU J/token", lambda r: _num(r["joules_per_token"], "{:.3f}"),
-                  lambda s: "joules_per_token" in s.columns),
 )
+SPECIAL_CELLS = {  # cells a format string cannot make: the speedup, and its interval beside it
+    "speedup": lambda r: _speedup_cells(r)[0], "speedup_ci": lambda r: _speedup_cells(r)[1]}
+
+
+def _figure_column(figure: Figure) -> SummaryColumn:
+    key = figure.summary_key
+    cell = SPECIAL_CELLS.get(figure.name) or (lambda r: _num(r[key], figure.fmt))
+    shown = (lambda s: key in s.columns) if figure.optional else (lambda s: True)
+    return SummaryColumn(figure.header, cell, shown)
+
+
+def summary_columns() -> tuple[SummaryColumn, ...]:
+    """What the Rich table and the Markdown one show: the variant, then every figure with a header
+    (metrics/catalog.py, read at call time)."""
+    return IDENTITY_COLUMNS + tuple(_figure_column(f) for f in catalog.FIGURES if f.header is not None)
 
 
 def summary_cells(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """(headers, one row of cells per variant) of the columns this summary has."""
-    columns = [c for c in SUMMARY_COLUMNS if c.shown(summary)]
+    columns = [c for c in summary_columns() if c.shown(summary)]
     return [c.header for c in columns], [[c.cell(row) for c in columns] for _, row in summary.iterrows()]
 
 

@@ -1,0 +1,62 @@
+"""Every figure of a run's summary, declared once: what the run table and the Markdown table show (in this
+order, under `header`), what the JSON carries (the summary's columns), and what `compare --fail-on` gates.
+
+A per-request figure (`per_request`: a column of requests.parquet) is one line here: the summary takes its
+median (and its p90 where `p90`), the tables show the median, the JSON carries both, and the gate checks
+it as a paired per-prompt ratio. The others are computed in metrics/summary.py (speedups, acceptance) or
+added by the run's report (MBU, energy, a serving engine's tokens per target pass); here they say only
+how they are shown and gated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TIMED, POOLED, OUTPUTS = "timed", "pooled", "outputs"  # how the gate decides (report/gate.py)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # the gate's name (--fail-on NAME:...); a per-request figure's requests.parquet column
+    header: str | None = None  # the tables' column; None: not a column
+    key: str | None = None  # the summary column its cell shows (default: name, or name_median per request)
+    fmt: str = "{:.2f}"
+    optional: bool = False  # only some summaries have it: the column shows where the summary does
+    per_request: bool = False
+    p90: bool = False  # a per-request figure whose p90 the summary gives too
+    gate: str | None = None  # TIMED, POOLED or OUTPUTS; None: not gated
+    is_higher_better: bool = True
+    num: str = ""  # a pooled figure: the per-round sums it is the ratio of (report/gate.py:_per_request)
+    den: str = ""
+
+    @property
+    def summary_key(self) -> str:
+        return self.key or (f"{self.name}_median" if self.per_request else self.name)
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("decode_tokens_per_s", "decode tok/s p50", per_request=True, gate=TIMED),
+    Figure("speedup", "decode speedup vs ar", gate=TIMED),  # its cells and the CI's: report/render.py
+    Figure("speedup_ci", "95% CI", key="speedup_low"),
+    Figure("speedup_e2e", "e2e speedup vs ar", fmt="{:.2f}×"),
+    Figure("acceptance_length", "accept len", gate=POOLED, num="emitted", den="rounds"),
+    Figure("tokens_per_target_pass", "tok/target pass", optional=True),  # a run with serving engines
+    Figure("draft_acceptance_rate", "draft accept", fmt="{:.1%}", gate=POOLED, num="accepted_of_proposed",
+           den="proposed"),
+    Figure("ttft_ms", "TTFT ms p50", fmt="{:.1f}", per_request=True, p90=True, gate=TIMED, is_higher_better=False),
+    Figure("tpot_ms", "TPOT ms p50", fmt="{:.1f}", per_request=True, p90=True, gate=TIMED, is_higher_better=False),
+    Figure("target_mbu", "target MBU", fmt="{:.0%}", optional=True),
+    Figure("joules_per_token", "GPU J/token", fmt="{:.3f}", optional=True),
+    Figure("cache_hit_rate", gate=POOLED, num="hits", den="known_hits"),
+    Figure("outputs_match", gate=OUTPUTS),
+)
+
+
+def gated() -> tuple[Figure, ...]:
+    """The figures `compare --fail-on` can check. Read at call time (as `per_request` and the tables' columns
+    are), so a test may declare a figure by replacing FIGURES for its duration."""
+    return tuple(f for f in FIGURES if f.gate is not None)
+
+
+def per_request() -> tuple[Figure, ...]:
+    return tuple(f for f in FIGURES if f.per_request)
