@@ -40,7 +40,7 @@ def gloo_echo(port, with_q):
 
 
 def time_mailbox(with_q):
-    box = mb.Mailbox.create(num_rows=1, max_prompt=4, lookahead=K, vocab_size=V, with_q=True)
+    box = mb.Mailbox.create(num_rows=1, max_prompt=4, k=K, vocab_size=V, with_q=True)
     p = mp.get_context("spawn").Process(target=mailbox_echo, args=(box, with_q))
     p.start()
     times = []

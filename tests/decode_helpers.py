@@ -21,14 +21,14 @@ def make_proposer(kind, draft, *, k: int, num_rows: int, generator, draft_temper
     if kind == "ar":
         return None
     if kind == "ngram":
-        return NgramProposer(lookahead=k)
-    return DraftModelProposer(draft, lookahead=k, sampling=sampling_rows(num_rows, draft_temperature, top_p), generator=generator)
+        return NgramProposer(k=k)
+    return DraftModelProposer(draft, k=k, sampling=sampling_rows(num_rows, draft_temperature, top_p), generator=generator)
 
 
 def decode(target, proposer, prompts, *, max_new_tokens: int, k: int, temperature: float = 0.0, top_p: float = 1.0,
            eos_ids=frozenset(), seed: int = 0, generator=None, **loop_kwargs):
     """Returns (batch, steps) after decoding `prompts` together."""
-    batch = new_batch(prompts, max_new_tokens=max_new_tokens, eos_ids=frozenset(eos_ids), lookahead=k)
+    batch = new_batch(prompts, max_new_tokens=max_new_tokens, eos_ids=frozenset(eos_ids), k=k)
     generator = generator or torch.Generator().manual_seed(seed)
     _, steps = decode_batch(target, proposer, batch, sampling_rows(len(prompts), temperature, top_p), generator, **loop_kwargs)
     return batch, steps
@@ -42,7 +42,7 @@ def ssd_local(draft, *, k: int, num_rows: int, fan_out: str = "3", fan_out_list=
     from ssdbench.speculation.speculator import Speculator
 
     policy = build_fan_out(fan_out, k=k, fan_out_list=fan_out_list, miss_list=miss_list)
-    speculator = Speculator(draft, lookahead=k, fan_out=policy, backup=backup, saguaro_c=saguaro_c,
+    speculator = Speculator(draft, k=k, fan_out=policy, backup=backup, saguaro_c=saguaro_c,
                             generator=generator or torch.Generator().manual_seed(123))
     return LocalSsdProposer(speculator, sampling_rows(num_rows, draft_temperature, top_p))
 

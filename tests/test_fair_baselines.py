@@ -113,7 +113,7 @@ def test_the_decode_window_opens_after_one_prefill_forward_and_no_drafting(eos_t
              for name, m in (("target", models.hf_target()), ("draft", models.hf_draft()))]
     try:
         result = hf_generate(models.hf_target(), [3, 9, 27, 17], max_new_tokens=MAX_NEW, temperature=0.0, top_p=1.0,
-                             eos_ids=frozenset(), seed=0, assistant=models.hf_draft(), lookahead=3)
+                             eos_ids=frozenset(), seed=0, assistant=models.hf_draft(), k=3)
     finally:
         for hook in hooks:
             hook.remove()
@@ -166,5 +166,5 @@ def test_assisted_generate_on_the_real_model_is_greedy_identical_to_generate():
     prompt = models.tokenizer("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n").input_ids
     kwargs = dict(max_new_tokens=40, temperature=0.0, top_p=1.0, eos_ids=frozenset(), seed=0)
     plain = hf_generate(models.hf_target(), prompt, **kwargs).output_ids
-    assisted = hf_generate(models.hf_target(), prompt, assistant=models.hf_draft(), lookahead=4, **kwargs).output_ids
+    assisted = hf_generate(models.hf_target(), prompt, assistant=models.hf_draft(), k=4, **kwargs).output_ids
     assert assisted == plain and len(plain) == 40

@@ -38,7 +38,7 @@ def test_prefill_logits_dominate_activations_for_a_long_prompt():
 
 
 def test_slots_match_what_the_batch_and_the_speculator_allocate():
-    batch = new_batch([[1] * 37, [2] * 50], max_new_tokens=64, eos_ids=frozenset(), lookahead=5)
+    batch = new_batch([[1] * 37, [2] * 50], max_new_tokens=64, eos_ids=frozenset(), k=5)
     assert mp.Lengths(2, 50, 64, 5).num_slots == batch.max_len
     import torch
 
@@ -49,7 +49,7 @@ def test_slots_match_what_the_batch_and_the_speculator_allocate():
 
     fan_out = build_fan_out("3", k=5, fan_out_list=None, miss_list=None)  # a budget of 18 branches
     _, draft = tiny_pair(vocab=48)
-    speculator = Speculator(draft, lookahead=5, fan_out=fan_out, backup="jit", generator=torch.Generator())
+    speculator = Speculator(draft, k=5, fan_out=fan_out, backup="jit", generator=torch.Generator())
     speculator.start_batch([[1] * 37, [2] * 50], sampling_rows(2, 0.0), max_len=batch.max_len)
     tree = mp.Lengths(2, 50, 64, 5, tree_tokens=fan_out.budget * 5)
     assert tree.num_slots == speculator.max_len == draft.cache.max_len
@@ -64,11 +64,11 @@ def test_every_batch_of_a_run_allocates_the_planned_capacity():
     decode = DecodeSettings(k=5, max_new_tokens=64)
     capacity = decode.cache_capacity(workload)
     assert capacity == mp.Lengths(2, 50, 64, 5).num_slots
-    for prompts, lookahead in (([[1] * 37], 0), ([[1] * 37], 5), ([[1] * 37, [2] * 50], 5)):
-        batch = new_batch(prompts, max_new_tokens=64, eos_ids=frozenset(), lookahead=lookahead, capacity=capacity)
+    for prompts, k in (([[1] * 37], 0), ([[1] * 37], 5), ([[1] * 37, [2] * 50], 5)):
+        batch = new_batch(prompts, max_new_tokens=64, eos_ids=frozenset(), k=k, capacity=capacity)
         assert batch.max_len == capacity
     with pytest.raises(ValueError, match="needs"):
-        new_batch([[2] * 51], max_new_tokens=64, eos_ids=frozenset(), lookahead=5, capacity=capacity)
+        new_batch([[2] * 51], max_new_tokens=64, eos_ids=frozenset(), k=5, capacity=capacity)
 
 
 def test_cuda_and_cuda_0_are_one_gpu():

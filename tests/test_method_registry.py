@@ -15,10 +15,10 @@ from ssdbench.methods.base import Method, one_factory
 
 runner = CliRunner()
 
-# a method declared the new way, in the test: sd's n-gram proposer with a lookahead of its own
+# a method declared the new way, in the test: sd's n-gram proposer with a K of its own
 LOOKUP2 = Method(name="lookup2", summary="prompt lookup, two tokens a round", draft_slack=lambda k: 2,
-                 proposers=lambda ctx: one_factory(lambda num_rows, generator: NgramProposer(lookahead=2)),
-                 describe=lambda ctx: {"lookahead": 2})
+                 proposers=lambda ctx: one_factory(lambda num_rows, generator: NgramProposer(k=2)),
+                 describe=lambda ctx: {"k": 2})
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_a_registered_method_runs_is_recorded_and_listed(with_lookup2, tiny, tmp
     by_method = {m: list(map(list, g.sort_values("request_idx")["output_token_ids"]))
                  for m, g in requests.groupby("method")}
     assert by_method["lookup2"] == by_method["ar"]  # exact: the shared loop verifies whatever is proposed
-    assert json.loads((out / "manifest.json").read_text())["lookup2"] == {"lookahead": 2}
+    assert json.loads((out / "manifest.json").read_text())["lookup2"] == {"k": 2}
     listing = runner.invoke(app, ["ls", "--format", "json"])
     assert {"name": "lookup2", "note": LOOKUP2.summary} in json.loads(listing.stdout)["methods"]
 

@@ -144,7 +144,7 @@ def bf16_departures(device: str, verify=None) -> tuple[list, int]:
     target, draft = build(state), build(perturbed(state, scale=0.3, seed=12))
     prompts = [[(7 * r + j) % 256 for j in range(6 + r)] for r in range(6)]
     ar, _ = decode(target, None, prompts, max_new_tokens=24, k=0)
-    proposer = DraftModelProposer(draft, lookahead=4, sampling=sampling_rows(len(prompts), 0.0),
+    proposer = DraftModelProposer(draft, k=4, sampling=sampling_rows(len(prompts), 0.0),
                                   generator=torch.Generator().manual_seed(0))
     sd, _ = decode(target, proposer, prompts, max_new_tokens=24, k=4, **({"verify": verify} if verify else {}))
     found = []

@@ -44,7 +44,7 @@ def test_the_target_and_the_ssd_draft_process_draw_the_same_weights():
     models = ModelSet(plan.models)
     target = models.target("native")
     recipe = ModelRecipe(random_shape="smollm2-135m", random_seed=5, linear_kernel="matmul")
-    spec = DraftSpec(recipe=recipe, cores=None, lookahead=2, backup="jit", saguaro_c=1.0, seed=0,
+    spec = DraftSpec(recipe=recipe, cores=None, k=2, backup="jit", saguaro_c=1.0, seed=0,
                      fan_out=build_fan_out("1", k=2, fan_out_list=None, miss_list=None))
     draft = _build_draft(spec)
     tokens, positions = torch.tensor([[5, 9, 200, 31]]), torch.arange(4)[None]

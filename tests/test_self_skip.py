@@ -158,7 +158,7 @@ def test_calibration_finds_identity_layers():
     identities = (2, 5)
     target = build(config, make_identities(state, identities))
     prompts = [torch.randint(0, 64, (n,), generator=torch.Generator().manual_seed(n)).tolist() for n in (30, 17, 40)]
-    choice = choose_skipped_layers(target, prompts, lookahead=4)
+    choice = choose_skipped_layers(target, prompts, k=4)
     ranked = sorted(range(1, LAYERS - 1), key=lambda i: -choice.layer_scores[i])
     assert set(ranked[:2]) == set(identities)
     assert set(identities) <= set(choice.layers) and choice.alpha == 1.0
@@ -180,7 +180,7 @@ def test_layer_scores_are_cosines_of_transformers_hidden_states():
     hf = LlamaForCausalLM(config).eval()
     hf.load_state_dict(state, strict=False)
     prompts = [[3, 9, 27, 17, 51, 25, 11, 33], [5, 1, 60, 2]]
-    choice = choose_skipped_layers(build(config, state), prompts, lookahead=3)
+    choice = choose_skipped_layers(build(config, state), prompts, k=3)
     with torch.inference_mode():
         hidden = [hf(torch.tensor([p]), output_hidden_states=True).hidden_states for p in prompts]  # L+1 of [1, T, h]
     # hidden_states[-1] has the final norm applied, so the last layer's output is not there to compare
@@ -192,9 +192,9 @@ def test_layer_scores_are_cosines_of_transformers_hidden_states():
 def test_calibration_caps_tokens_and_refuses_what_it_cannot_use():
     config, state = tiny(layers=4)
     target = build(config, state)
-    choice = choose_skipped_layers(target, [list(range(40)), list(range(40))], lookahead=2, max_tokens=50)
+    choice = choose_skipped_layers(target, [list(range(40)), list(range(40))], k=2, max_tokens=50)
     assert choice.tokens == 50 and [len(c.layers) for c in choice.candidates] == [1, 2]
     with pytest.raises(UsageError, match="at least one non-empty prompt"):
-        choose_skipped_layers(target, [[]], lookahead=2)
+        choose_skipped_layers(target, [[]], k=2)
     with pytest.raises(UsageError, match="at least 3 layers"):
-        choose_skipped_layers(build(*tiny(layers=2)), [[1, 2, 3]], lookahead=2)
+        choose_skipped_layers(build(*tiny(layers=2)), [[1, 2, 3]], k=2)

@@ -16,7 +16,7 @@ def test_an_answer_reads_back_as_the_in_process_proposal(with_q):
     q = torch.rand(3, 4, 11, generator=generator) if with_q else None  # [B, K, V]
     answer = Answer(tokens=torch.randint(0, 11, (3, 4), generator=generator), depth=[4, 2, 0], q=q,
                     hit=[True, False, False], backup=[None, "jit", "fast"], fan_out=[6, 0, 3], backup_ms=1.5)
-    box = mb.Mailbox.create(num_rows=3, max_prompt=5, lookahead=4, vocab_size=11, with_q=with_q)
+    box = mb.Mailbox.create(num_rows=3, max_prompt=5, k=4, vocab_size=11, with_q=with_q)
     write_answer(box, answer, busy_ms=7.25)
     read = read_proposal(box, 3, wait_ms=0.5)
     local = proposal_from_answer(answer, draft_ms=7.25, wait_ms=0.5)
@@ -28,7 +28,7 @@ def test_an_answer_reads_back_as_the_in_process_proposal(with_q):
 
 
 def test_outcomes_read_back_as_written():
-    box = mb.Mailbox.create(num_rows=3, max_prompt=5, lookahead=4, vocab_size=11, with_q=False)
+    box = mb.Mailbox.create(num_rows=3, max_prompt=5, k=4, vocab_size=11, with_q=False)
     outcomes = [(True, 2, 9), (False, 0, 4), (True, 4, 10)]
     write_outcomes(box, outcomes)
     assert read_outcomes(box, 3) == outcomes

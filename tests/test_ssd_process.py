@@ -31,7 +31,7 @@ def folder(tmp_path_factory) -> Path:
 
 def spec_for(folder: Path, *, k: int = 3, backup: str = "jit", model_path: str | None = None, int8: bool = True,
              saguaro_c: float = 1.0, cores: tuple[int, ...] | None = None, fan_out: str = "2") -> DraftSpec:
-    return DraftSpec(recipe=ModelRecipe(model_path=model_path or str(folder), int8=int8), cores=cores, lookahead=k,
+    return DraftSpec(recipe=ModelRecipe(model_path=model_path or str(folder), int8=int8), cores=cores, k=k,
                      fan_out=build_fan_out(fan_out, k=k, fan_out_list=None, miss_list=None),
                      backup=backup, saguaro_c=saguaro_c, seed=0)
 

@@ -24,7 +24,7 @@ def test_each_branch_matches_the_draft_alone_on_its_context():
     _, draft = tiny_pair(vocab=48, seed=1, draft="noisy")
     k = 3
     policy = build_fan_out("3", k=k, fan_out_list=None, miss_list="3,3,3,3")
-    spec = Speculator(draft, lookahead=k, fan_out=policy, backup="jit", generator=torch.Generator().manual_seed(0))
+    spec = Speculator(draft, k=k, fan_out=policy, backup="jit", generator=torch.Generator().manual_seed(0))
     spec.start_batch(PROMPTS, sampling_rows(2, 1.0), max_len=64)  # sampled: the cache keeps each q row
     spec.build()
     answer = spec.answer([(True, 0, 7), (True, 0, 11)])  # first round: outcome is the first token
@@ -112,7 +112,7 @@ def test_q_rows_stay_on_the_drafts_device(device):
     config = tiny_llama_config(vocab=48)
     draft = build_native_model(config, perturbed(tiny_state_dict(config, seed=1), scale=0.5, seed=101), device=device)
     k = 3
-    spec = Speculator(draft, lookahead=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
+    spec = Speculator(draft, k=k, fan_out=build_fan_out("2", k=k, fan_out_list=None, miss_list=None),
                       backup="jit", generator=torch.Generator(device=device).manual_seed(0))
     spec.start_batch(PROMPTS, sampling_rows(2, 1.0), max_len=64)  # sampled: every answer carries q
     spec.build()

@@ -31,7 +31,7 @@ def _decode_all(target, draft, method: str) -> list[list[list[int]]]:
             proposer = ssd_local(draft, k=K, num_rows=len(prompts), fan_out="2")
         else:
             proposer = make_proposer(method, draft, k=K, num_rows=len(prompts), generator=generator)
-        batch = new_batch(prompts, max_new_tokens=NEW_TOKENS, eos_ids=frozenset(), lookahead=K, capacity=CAPACITY)
+        batch = new_batch(prompts, max_new_tokens=NEW_TOKENS, eos_ids=frozenset(), k=K, capacity=CAPACITY)
         decode_batch(target, proposer, batch, sampling_rows(len(prompts), 0.0), generator)
         outputs.append([row.output_ids for row in batch.rows])
     return outputs

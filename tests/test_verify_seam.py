@@ -23,7 +23,7 @@ class Watching(DraftModelProposer):
 
     def __init__(self, draft, *, wants_hidden: bool, k: int) -> None:
         sampling = RowSampling.from_params([SamplingParams()] * len(PROMPTS))
-        super().__init__(draft, lookahead=k, sampling=sampling, generator=None)
+        super().__init__(draft, k=k, sampling=sampling, generator=None)
         self.wants_hidden = wants_hidden
         self.seen = []
         self.prefill_output = None

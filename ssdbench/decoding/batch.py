@@ -64,7 +64,7 @@ class DecodeBatch:
 
     rows: list[RowState]
     max_len: int  # cache capacity every model of this batch allocates
-    lookahead: int  # K
+    k: int  # K
     round_idx: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -82,17 +82,17 @@ class DecodeBatch:
 
 
 def new_batch(
-    prompts: list[list[int]], *, max_new_tokens: int, eos_ids: frozenset[int], lookahead: int,
+    prompts: list[list[int]], *, max_new_tokens: int, eos_ids: frozenset[int], k: int,
     capacity: int | None = None,
 ) -> DecodeBatch:
     """Rows for `prompts`; the cache holds `capacity` slots per row (default: what this batch needs)."""
     rows = [RowState(prompt_ids=list(p), tokens=list(p), max_new_tokens=max_new_tokens, eos_ids=eos_ids) for p in prompts]
-    needed = cache_slots(max(len(p) for p in prompts), max_new_tokens=max_new_tokens, lookahead=lookahead)
+    needed = cache_slots(max(len(p) for p in prompts), max_new_tokens=max_new_tokens, k=k)
     if capacity is not None and capacity < needed:
         raise ValueError(f"a cache of {capacity} slots for a batch that needs {needed}")
-    return DecodeBatch(rows=rows, max_len=needed if capacity is None else capacity, lookahead=lookahead)
+    return DecodeBatch(rows=rows, max_len=needed if capacity is None else capacity, k=k)
 
 
-def cache_slots(prompt_len: int, *, max_new_tokens: int, lookahead: int) -> int:
+def cache_slots(prompt_len: int, *, max_new_tokens: int, k: int) -> int:
     """Slots a row needs: its prompt, its new tokens, one round's drafts past them, and the pending token."""
-    return prompt_len + max_new_tokens + lookahead + 2
+    return prompt_len + max_new_tokens + k + 2

@@ -19,9 +19,9 @@ class DraftModelProposer:
     name = "draft-model"
     wants_hidden = False
 
-    def __init__(self, draft: CausalModel, *, lookahead: int, sampling: RowSampling, generator: torch.Generator | None):
+    def __init__(self, draft: CausalModel, *, k: int, sampling: RowSampling, generator: torch.Generator | None):
         self.draft = draft
-        self.lookahead = lookahead
+        self.k = k
         self.sampling = sampling
         self.generator = generator
         self._draft_len: list[int] = []
@@ -40,10 +40,10 @@ class DraftModelProposer:
         chunks, starts = self._catch_up_chunks(batch)
         self._base_len = [row.target_len + 1 for row in batch.rows]  # tokens incl. the pending one
         next_position = torch.tensor(self._base_len, device=self.draft.device)  # [B]
-        chain = draft_chain(self.draft, chunks, starts, next_position=next_position, steps=self.lookahead,
+        chain = draft_chain(self.draft, chunks, starts, next_position=next_position, steps=self.k,
                             draw=lambda step, logits: self._draw(logits))
         num_proposed = torch.tensor(
-            [0 if row.is_finished else self.lookahead for row in batch.rows], dtype=torch.int64
+            [0 if row.is_finished else self.k for row in batch.rows], dtype=torch.int64
         )  # [B]
         q = None if chain.q[0] is None else torch.stack(chain.q, dim=1)  # [B, K, V]
         return Proposal(tokens=chain.tokens, q=q, num_proposed=num_proposed)  # tokens [B, K]
@@ -51,7 +51,7 @@ class DraftModelProposer:
     def observe(self, batch: DecodeBatch, verdict: Verdict, output: VerifyOutput) -> None:
         """The draft holds the pending token and x_1..x_{K-1}; accepted ones stay valid."""
         for i, n in enumerate(verdict.num_accepted.tolist()):
-            self._draft_len[i] = self._base_len[i] + min(n, self.lookahead - 1)
+            self._draft_len[i] = self._base_len[i] + min(n, self.k - 1)
 
     def close(self) -> None:
         pass

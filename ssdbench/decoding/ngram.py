@@ -28,8 +28,8 @@ class NgramProposer:
     name = "ngram"
     wants_hidden = False
 
-    def __init__(self, *, lookahead: int, max_ngram: int = 3) -> None:
-        self.lookahead = lookahead
+    def __init__(self, *, k: int, max_ngram: int = 3) -> None:
+        self.k = k
         self.max_ngram = max_ngram
 
     def prefill(self, batch: DecodeBatch) -> None:
@@ -40,10 +40,10 @@ class NgramProposer:
 
     def propose(self, batch: DecodeBatch) -> Proposal:
         rows = [
-            [] if row.is_finished else lookup_continuation(row.tokens, max_ngram=self.max_ngram, num_tokens=self.lookahead)
+            [] if row.is_finished else lookup_continuation(row.tokens, max_ngram=self.max_ngram, num_tokens=self.k)
             for row in batch.rows
         ]
-        tokens = torch.zeros(batch.size, self.lookahead, dtype=torch.int64)  # [B, K]
+        tokens = torch.zeros(batch.size, self.k, dtype=torch.int64)  # [B, K]
         for i, guess in enumerate(rows):
             tokens[i, : len(guess)] = torch.tensor(guess, dtype=torch.int64)
         num_proposed = torch.tensor([len(g) for g in rows], dtype=torch.int64)  # [B]

@@ -51,7 +51,7 @@ class DecodeSettings:
         included), whatever its prompts and method: batches then allocate the same cache, which the
         graphs need to outlive a batch (models/cuda_graphs.py, run/execute.py:_cache_capacity)."""
         new_tokens = max(self.max_new_tokens, WARMUP_TOKENS)  # the warm-up may decode more than the run
-        return cache_slots(workload.longest_prompt, max_new_tokens=new_tokens, lookahead=self.k)
+        return cache_slots(workload.longest_prompt, max_new_tokens=new_tokens, k=self.k)
 
     @property
     def acceptance(self) -> str:

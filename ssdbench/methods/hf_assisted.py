@@ -26,6 +26,7 @@ def _draft_description(ctx: MethodContext) -> str:
 
 
 def _describe(ctx: MethodContext) -> dict:
+    """The manifest's entry; K is recorded as "lookahead", the name older runs' manifests carry."""
     return {**describe_common(ctx.decode, ctx.baseline_placement), "draft": _draft_description(ctx),
             "lookahead": ctx.decode.k, "note": ASSISTED_NOTE}
 

@@ -14,12 +14,12 @@ from ssdbench.profiling.devices import same_device
 def _factory(ctx: MethodContext) -> ProposerFactory:
     k = ctx.decode.k
     if not ctx.draft.has_model:
-        return lambda num_rows, generator: NgramProposer(lookahead=k)
+        return lambda num_rows, generator: NgramProposer(k=k)
 
     def draft_model(num_rows: int, generator):
         draft = ctx.models.draft(ctx.engine)  # built on first use, under the target's placement
         sampling = ctx.decode.rows(num_rows, draft=True, device=draft.device)
-        return DraftModelProposer(draft, lookahead=k, sampling=sampling, generator=on_device(generator, draft.device))
+        return DraftModelProposer(draft, k=k, sampling=sampling, generator=on_device(generator, draft.device))
 
     return draft_model
 

@@ -27,7 +27,7 @@ def draft_spec(ctx: MethodContext) -> DraftSpec:
         int8_kernel=settings.int8_kernel, skip_layers=models.skip_layers if draft.kind == SELF_SKIP else (),
         device=place.device)
     return DraftSpec(
-        recipe=recipe, cores=place.cores, lookahead=ctx.decode.k, fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup,
+        recipe=recipe, cores=place.cores, k=ctx.decode.k, fan_out=ctx.ssd.fan_out, backup=ctx.ssd.backup,
         saguaro_c=ctx.ssd.saguaro_c, seed=ctx.decode.seed, cuda_graphs=settings.cuda_graphs,
         posts_forks=ctx.decode.synthetic is not None and ctx.decode.synthetic.hit is not None,
     )

@@ -40,7 +40,7 @@ def hf_generate(
     seed: int,
     assistant=None,
     prompt_lookup_tokens: int | None = None,
-    lookahead: int = 4,
+    k: int = 4,
     static_cache_len: int | None = None,
 ) -> GenerateResult:
     """transformers' generate on one prompt; `assistant` (a model) or prompt lookup makes it assisted.
@@ -62,7 +62,7 @@ def hf_generate(
         sequences = first.sequences  # [1, T+1]
         if max_new_tokens > 1 and int(sequences[0, -1]) not in eos_ids:
             assisted = assistant is not None or prompt_lookup_tokens is not None
-            rest = _assisted_kwargs(assistant, prompt_lookup_tokens, lookahead)
+            rest = _assisted_kwargs(assistant, prompt_lookup_tokens, k)
             if not assisted:  # plain generate continues from its cache; assisted cannot (see module note)
                 rest[cache_argument_name(model)] = _returned_cache(first)
             sequences = model.generate(sequences, attention_mask=torch.ones_like(sequences),
@@ -83,11 +83,11 @@ def _returned_cache(output):
     return cache if cache is not None else output.past_key_values
 
 
-def _assisted_kwargs(assistant, prompt_lookup_tokens: int | None, lookahead: int) -> dict:
+def _assisted_kwargs(assistant, prompt_lookup_tokens: int | None, k: int) -> dict:
     kwargs = {}
     if assistant is not None:
         # a fixed K, as sd drafts: no dynamic schedule, no confidence cut-off
-        assistant.generation_config.num_assistant_tokens = lookahead
+        assistant.generation_config.num_assistant_tokens = k
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = assistant
@@ -123,7 +123,7 @@ class TransformersBaseline:
         return hf_generate(self.model, prompt_ids, max_new_tokens=max_new_tokens,
                            temperature=self.decode.target.temperature, top_p=self.decode.target.top_p, eos_ids=eos_ids,
                            seed=seed, assistant=self.assistant, prompt_lookup_tokens=self.prompt_lookup_tokens,
-                           lookahead=self.decode.k, static_cache_len=self.static_cache_len)
+                           k=self.decode.k, static_cache_len=self.static_cache_len)
 
 
 def describe_common(decode: DecodeSettings, placement: dict) -> dict:

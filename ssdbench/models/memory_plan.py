@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # shapes are only read here; importing them would pull torch into `--help`
     from ssdbench.models.shape import ModelShape
 
-MAX_K = 32  # lookahead: past this the draft's sequential steps dominate every round
+MAX_K = 32  # draft tokens per round (K): past this the draft's sequential steps dominate every round
 MAX_TREE_TOKENS = 4096  # ssd: branches (fan-out budget) x K draft tokens per row per round
 CPU_CHECKPOINT_BYTES = 4  # the fp32 state dict a native model is built from stays loaded on the host
 ATTENTION_SCORE_BYTES = 4  # scores are kept in fp32 by the reference attention

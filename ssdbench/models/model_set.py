@@ -76,10 +76,10 @@ class ModelSet:
             raise UsageError("self-skip:auto has not been calibrated yet (ModelSet.calibrate_self_skip)")
         return tuple(self.skip_choice.layers)
 
-    def calibrate_self_skip(self, prompts: list[list[int]], *, lookahead: int):
+    def calibrate_self_skip(self, prompts: list[list[int]], *, k: int):
         """Choose self-skip:auto's layers on `prompts` with the native target (once per model set)."""
         if self.skip_choice is None:
-            self.skip_choice = choose_skipped_layers(unwrapped(self.target("native")), prompts, lookahead=lookahead)
+            self.skip_choice = choose_skipped_layers(unwrapped(self.target("native")), prompts, k=k)
         return self.skip_choice
 
     @cached_property

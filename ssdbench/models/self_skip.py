@@ -9,7 +9,7 @@ the run's prompts (`self-skip` or `self-skip:auto`, `choose_skipped_layers`):
    residual stream (mean cosine similarity of the layer's input and output);
 2. the n best-scoring layers, for a few n, never the first or the last layer, are candidates;
 3. each candidate is run over the same tokens: α = how often its argmax equals the target's;
-4. each gets the speedup chain speculative decoding with lookahead K would have if every
+4. each gets the speedup chain speculative decoding with K draft tokens per round would have if every
    draft token were accepted with probability α and decoding were memory-bound:
    E[tokens per round] = (1 - α^(K+1)) / (1 - α), round cost = 1 + K·c target forwards,
    c = weight bytes the draft reads per forward / the target's;
@@ -97,22 +97,21 @@ class SkipChoice:
     predicted_speedup: float
     candidates: list[Candidate] = field(default_factory=list)
     layer_scores: list[float] = field(default_factory=list)  # mean cos(input, output) per layer; high = skippable
-    lookahead: int = 0
+    k: int = 0  # draft tokens per round it was calibrated for
     tokens: int = 0  # calibration positions
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        """JSON-friendly: lists and floats only."""
+        """JSON-friendly: lists and floats only; k is recorded as "lookahead", the manifest's name from older runs."""
         return {"layers": list(self.layers), "alpha": self.alpha, "cost_ratio": self.cost_ratio,
-                "predicted_speedup": self.predicted_speedup, "lookahead": self.lookahead,
+                "predicted_speedup": self.predicted_speedup, "lookahead": self.k,
                 "calibration_tokens": self.tokens, "seconds": round(self.seconds, 3),
                 "layer_scores": [round(s, 6) for s in self.layer_scores],
                 "candidates": [c.to_dict() for c in self.candidates]}
 
 
-def predicted_speedup(alpha: float, cost_ratio: float, lookahead: int) -> float:
+def predicted_speedup(alpha: float, cost_ratio: float, k: int) -> float:
     """Tokens per round over round cost in target forwards, for chain SD with i.i.d. acceptance α."""
-    k = lookahead
     tokens_per_round = k + 1 if alpha >= 1.0 else (1 - alpha ** (k + 1)) / (1 - alpha)
     return tokens_per_round / (1 + k * cost_ratio)
 
@@ -128,14 +127,14 @@ def candidate_sets(scores: list[float], fractions=CANDIDATE_FRACTIONS) -> list[t
     return [tuple(sorted(eligible[:n])) for n in sizes]
 
 
-def choose_skipped_layers(target: NativeCausalLM, sequences, *, lookahead: int,
+def choose_skipped_layers(target: NativeCausalLM, sequences, *, k: int,
                           max_tokens: int = MAX_CALIBRATION_TOKENS, fractions=CANDIDATE_FRACTIONS) -> SkipChoice:
     """Pick the layers of `target` the self-skip draft leaves out, from a calibration on
     `sequences` (token id lists, teacher-forced, `max_tokens` in all). See the module docstring."""
     if not isinstance(target, NativeCausalLM):
         raise UsageError("self-skip needs the native engine's target")
-    if lookahead < 1:
-        raise UsageError(f"lookahead must be at least 1, not {lookahead}")
+    if k < 1:
+        raise UsageError(f"k must be at least 1, not {k}")
     started = time.perf_counter()
     batches = _calibration_tokens(sequences, max_tokens, device=target.device)
     scores, target_argmax = _score_layers(target, batches)
@@ -145,10 +144,10 @@ def choose_skipped_layers(target: NativeCausalLM, sequences, *, lookahead: int,
         draft = skipping_view(target, layers)
         alpha = _agreement(draft, batches, target_argmax)
         cost = draft.weight_bytes_per_forward() / full_bytes
-        candidates.append(Candidate(layers, alpha, cost, predicted_speedup(alpha, cost, lookahead)))
+        candidates.append(Candidate(layers, alpha, cost, predicted_speedup(alpha, cost, k)))
     best = max(candidates, key=lambda c: (c.predicted_speedup, -len(c.layers)))
     return SkipChoice(best.layers, best.alpha, best.cost_ratio, best.predicted_speedup, candidates=candidates,
-                      layer_scores=scores, lookahead=lookahead, tokens=sum(t.shape[1] for t in batches),
+                      layer_scores=scores, k=k, tokens=sum(t.shape[1] for t in batches),
                       seconds=time.perf_counter() - started)
 
 

@@ -157,7 +157,7 @@ def geometric_fan_out(budget: int, a: float, r: float, k: int) -> list[int]:
     if not r >= 0.0:
         raise UsageError(f"power-law exponent r must be >= 0, got {r}")
     if int(k) != k or k < 1:
-        raise UsageError(f"lookahead K must be a positive whole number, got {k}")
+        raise UsageError(f"K (draft tokens per round) must be a positive whole number, got {k}")
     weights = [p ** (1.0 / (1.0 + r)) for p in _outcome_probabilities(a, int(k))]
     scale = int(budget) / sum(weights)
     return _largest_remainder([w * scale for w in weights], int(budget))

@@ -151,7 +151,7 @@ def _decode_requests(ctx: MethodContext, variant: Variant, idx: list[int], *, se
     proposer = factory(len(idx), generator)
     batch = new_batch(
         [list(ctx.workload.token_ids[i]) for i in idx], max_new_tokens=max_new_tokens,
-        eos_ids=ctx.decode.eos_ids(ctx.workload), lookahead=ctx.decode.k if proposer is not None else 0,
+        eos_ids=ctx.decode.eos_ids(ctx.workload), k=ctx.decode.k if proposer is not None else 0,
         capacity=_cache_capacity(ctx),
     )
     sampling = ctx.decode.rows(len(idx), draft=False, device=target.device)

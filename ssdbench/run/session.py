@@ -229,7 +229,7 @@ def calibrate_drafts(plan: RunPlan, models: ModelSet, workload: Workload) -> Non
     """self-skip:auto's choice of layers, on the run's prompts: it loads the target, so it comes after
     `check_limits` (a GPU's free memory would no longer count the target's weights)."""
     if plan.loads_draft_model and plan.draft.needs_calibration:
-        models.calibrate_self_skip([list(t) for t in workload.token_ids], lookahead=plan.decode.k)
+        models.calibrate_self_skip([list(t) for t in workload.token_ids], k=plan.decode.k)
 
 
 def check_limits(plan: RunPlan, models: ModelSet, workload: Workload) -> dict:

@@ -235,12 +235,12 @@ class Engine:
         self._publish_load()
 
     def _new_batch(self, tickets: list[Ticket]) -> DecodeBatch:
-        lookahead = self.parts.k if self.parts.uses_draft else 0
+        k = self.parts.k if self.parts.uses_draft else 0
         rows = [RowState(prompt_ids=list(t.request.prompt_ids), tokens=list(t.request.prompt_ids),
                          max_new_tokens=t.request.max_tokens,
                          eos_ids=frozenset() if t.request.ignore_eos else self.parts.eos_ids) for t in tickets]
-        slots = max(cache_slots(len(r.prompt_ids), max_new_tokens=r.max_new_tokens, lookahead=lookahead) for r in rows)
-        return DecodeBatch(rows=rows, max_len=slots, lookahead=lookahead)
+        slots = max(cache_slots(len(r.prompt_ids), max_new_tokens=r.max_new_tokens, k=k) for r in rows)
+        return DecodeBatch(rows=rows, max_len=slots, k=k)
 
     def _finish(self, tickets: list[Ticket], batch: DecodeBatch, timing, steps: list[StepRecord], seed: int) -> None:
         """Tell each client how its request ended, count it, and record it like a run's request."""

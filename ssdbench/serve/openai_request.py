@@ -37,7 +37,7 @@ class Defaults:
     max_tokens: int
     temperature: float
     top_p: float
-    context_positions: int  # prompt + new tokens + the method's lookahead slack must fit
+    context_positions: int  # prompt + new tokens + the method's draft slack must fit
     slack: int  # positions a method writes past prompt + new tokens (its drafts)
     greedy_only: bool = False
 

@@ -9,10 +9,10 @@ from ssdbench.decoding.ngram import lookup_continuation
 BACKUPS = ("jit", "fast", "auto")
 
 
-def fast_proposal(history: list[int], *, lookahead: int, vocab_size: int, generator: torch.Generator) -> list[int]:
+def fast_proposal(history: list[int], *, k: int, vocab_size: int, generator: torch.Generator) -> list[int]:
     """Free: the n-gram continuation of the row's own text, or random tokens when there is none."""
-    guess = lookup_continuation(history, max_ngram=3, num_tokens=lookahead)
+    guess = lookup_continuation(history, max_ngram=3, num_tokens=k)
     if guess:
         return guess
     # drawn where the generator lives: a CUDA draft's generator cannot drive a CPU draw
-    return torch.randint(0, vocab_size, (lookahead,), generator=generator, device=generator.device).tolist()
+    return torch.randint(0, vocab_size, (k,), generator=generator, device=generator.device).tolist()

@@ -31,7 +31,7 @@ class DraftServer:
                  round_timeout_s: float = DEFAULT_ROUND_TIMEOUT_S, payload_device: str = "cpu") -> None:
         self.spec = spec
         self.round_timeout_s = round_timeout_s
-        self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, lookahead=spec.lookahead,
+        self.box = mb.Mailbox.create(num_rows=num_rows, max_prompt=max_prompt, k=spec.k,
                                      vocab_size=vocab_size, with_q=with_q, payload_device=payload_device,
                                      fork_width=spec.fan_out.budget if spec.posts_forks else 0)
         context = multiprocessing.get_context("spawn")

@@ -66,15 +66,15 @@ class Mailbox:
     forks: torch.Tensor  # [B, budget, 2] int64: (accepted k, bonus) per branch, k = -1 past the last; synthetic hits only
 
     @classmethod
-    def create(cls, *, num_rows: int, max_prompt: int, lookahead: int, vocab_size: int, with_q: bool,
+    def create(cls, *, num_rows: int, max_prompt: int, k: int, vocab_size: int, with_q: bool,
                payload_device: str = "cpu", fork_width: int = 0) -> Mailbox:
         """fork_width: branches per row the fork may post (0: the draft does not post its fork)."""
-        q_shape = (num_rows, lookahead, vocab_size) if with_q else (1, 1, 1)
+        q_shape = (num_rows, k, vocab_size) if with_q else (1, 1, 1)
         box = cls(
             ctrl=torch.zeros(CTRL_SLOTS, dtype=torch.int64), prompts=torch.zeros(num_rows, max_prompt, dtype=torch.int64),
             prompt_lens=torch.zeros(num_rows, dtype=torch.int64), temperature=torch.zeros(num_rows),
             top_p=torch.ones(num_rows), outcomes=torch.zeros(num_rows, 3, dtype=torch.int64),
-            tokens=torch.zeros(num_rows, lookahead, dtype=torch.int64, device=payload_device),
+            tokens=torch.zeros(num_rows, k, dtype=torch.int64, device=payload_device),
             meta=torch.zeros(num_rows, 4, dtype=torch.int64), q=torch.zeros(q_shape, device=payload_device),
             times=torch.zeros(4, dtype=torch.float64),
             error=torch.zeros(ERROR_BYTES, dtype=torch.uint8), events=torch.zeros(MAX_EVENTS, 3, dtype=torch.int64),

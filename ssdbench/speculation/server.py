@@ -29,7 +29,7 @@ class DraftSpec:
 
     recipe: ModelRecipe  # the draft model, built as the target's process builds its models (models/recipe.py)
     cores: tuple[int, ...] | None
-    lookahead: int
+    k: int
     fan_out: FanOut
     backup: str
     saguaro_c: float
@@ -79,7 +79,7 @@ def _build_speculator(spec: DraftSpec):
     start_up.forward(torch.zeros(1, 2, dtype=torch.int64, device=spec.device), torch.arange(2, device=spec.device).unsqueeze(0))
     pin_current_process(Placement(spec.device, spec.device, spec.cores))
     generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
-    return Speculator(draft, lookahead=spec.lookahead, fan_out=spec.fan_out, backup=spec.backup,
+    return Speculator(draft, k=spec.k, fan_out=spec.fan_out, backup=spec.backup,
                       saguaro_c=spec.saguaro_c, generator=generator)
 
 
@@ -90,7 +90,7 @@ def _build_draft(spec: DraftSpec):
     model = _build_draft_model(spec)
     if not uses_cuda_graphs(checked_mode(spec.cuda_graphs), spec.device):
         return model
-    return GraphedModel(model, max_tokens=spec.lookahead + 1, tree_widths=spec.fan_out.budget)
+    return GraphedModel(model, max_tokens=spec.k + 1, tree_widths=spec.fan_out.budget)
 
 
 def _build_draft_model(spec: DraftSpec):

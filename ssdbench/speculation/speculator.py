@@ -70,9 +70,9 @@ class BuildStats:
 
 
 class Speculator:
-    def __init__(self, draft, *, lookahead: int, fan_out: FanOut, backup: str, saguaro_c: float = 1.0,
+    def __init__(self, draft, *, k: int, fan_out: FanOut, backup: str, saguaro_c: float = 1.0,
                  generator: torch.Generator | None = None, on_event=None) -> None:
-        self.draft, self.k, self.fan_out, self.backup = draft, lookahead, fan_out, backup
+        self.draft, self.k, self.fan_out, self.backup = draft, k, fan_out, backup
         self.saguaro_c = saguaro_c
         self.generator = generator or torch.Generator(device=draft.device).manual_seed(0)
         self.costs = CostModel()
@@ -237,7 +237,7 @@ class Speculator:
 
     def _fast(self, missing: list[int]) -> list[tuple[list[int], None, None]]:
         vocab = self.draft.vocab_size
-        return [(fast_proposal(self.rows[b].history, lookahead=self.k, vocab_size=vocab, generator=self.generator), None, None)
+        return [(fast_proposal(self.rows[b].history, k=self.k, vocab_size=vocab, generator=self.generator), None, None)
                 for b in missing]
 
     def _jit(self, missing: list[int]) -> list[tuple[list[int], torch.Tensor | None, torch.Tensor]]:
