@@ -194,11 +194,11 @@ tests() {
   if ! selected tests; then record "tests-$which" "not selected" 0; return 0; fi
   if is_missing pytest; then record "tests-$which" skipped 0 "pytest is missing (ci/gpu_wheels.sh brings it)"; return 0; fi
   if [[ $which == gpu ]]; then
-    gpu_files=$(grep -l "mark\.gpu" tests/test_*.py | tr '\n' ' ')
+    gpu_files=$(grep -rl --include="test_*.py" "mark\.gpu" tests | sort | tr '\n' ' ')
     # shellcheck disable=SC2086  # file lists
     test_step tests-gpu 90 -m gpu $gpu_files
   else
-    device_files=${SSDBENCH_GPU_CHECK_TESTS:-$(grep -l -i -E "cuda|--(target|draft)-device" tests/test_*.py \
+    device_files=${SSDBENCH_GPU_CHECK_TESTS:-$(grep -rl --include="test_*.py" -i -E "cuda|--(target|draft)-device" tests | sort \
       | grep -v test_gpu_check_script | tr '\n' ' ')}
     # shellcheck disable=SC2086
     test_step tests-device 150 -m "not slow and not gpu" $device_files

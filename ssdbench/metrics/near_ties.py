@@ -67,7 +67,7 @@ def tie_tolerance(dtype: torch.dtype, *logits: float, layers: int = 1) -> float:
     layers. Each layer adds its own rounding, and two summation orders' errors grow through the residual
     stream like a random walk, by the square root of the depth: on SmolLM2's 30 layers, fused gemv steps
     against MKL's sgemm moved a margin between the top token and a runner-up by up to 1.9 times one
-    layer's tolerance in fp32 (tests/test_near_ties.py measures it on the shipped model)."""
+    layer's tolerance in fp32 (tests/metrics/test_near_ties.py measures it on the shipped model)."""
     return NEAR_TIE_ULPS * torch.finfo(dtype).eps * max(1.0, *(abs(v) for v in logits)) * math.sqrt(max(1, layers))
 
 

@@ -8,7 +8,7 @@ import torch
 from decode_helpers import decode
 from test_int8_kernels import isa_build  # noqa: F401  (a fixture: the kernels built per instruction set)
 from ssdbench.kernels.gemv import gemv_unavailable_reason
-from tests.test_native_model import chain, native_of, tiny_hf_model
+from tests.models.test_native_model import chain, native_of, tiny_hf_model
 
 pytestmark = pytest.mark.skipif(gemv_unavailable_reason("cpu", torch.float32) is not None,
                                 reason=f"gemv.c cannot be built here: {gemv_unavailable_reason('cpu', torch.float32)}")
@@ -98,7 +98,7 @@ def test_it_applies_only_to_gemv_kernels_and_says_so():
 
 def test_a_run_says_which_roles_ran_fused_steps(tmp_path):
     from cli_fixtures import save_tiny_model
-    from test_cli_run import base_args, run_cli
+    from tests.cli.test_cli_run import base_args, run_cli
 
     target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
     fused = run_cli(*base_args(target, tmp_path / "a", "--methods", "ar", "--linear-kernel", "gemv"))

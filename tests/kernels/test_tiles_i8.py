@@ -87,7 +87,7 @@ def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
 
 @needs_tiles
 def test_the_probe_can_choose_the_tiles_and_the_model_runs_them_fused():
-    from tests.test_native_model import native_of, tiny_hf_model
+    from tests.models.test_native_model import native_of, tiny_hf_model
     from ssdbench.models.int8.select import INT8_CANDIDATES
 
     model = native_of(tiny_hf_model("llama"), weights="int8",

@@ -99,7 +99,7 @@ def test_a_bad_draft_model_fails_at_start(folder, tmp_path):
 def test_draft_process_exits_when_the_verifier_dies(folder):
     script = textwrap.dedent(f"""
         import os, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]  # this file's folder, tests/
         from test_ssd_process import spec_for
         from pathlib import Path
         from ssdbench.speculation.client import DraftServer

@@ -15,7 +15,7 @@ from ssdbench.models.int8.dynamic import INT8_BF16, INT8_FBGEMM, INT8_ONEDNN
 from ssdbench.models.int8.select import INT8_CANDIDATES
 from ssdbench.models.int8.rows import INT8_DEQUANT, INT8_DOT, INT8_GEMV, INT8_PACK
 from ssdbench.models.build import build_native_model
-from tests.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
+from tests.models.test_native_model import assert_native_matches_hf, chain, native_of, tiny_hf_model
 
 SHAPES = [(32, 48), (48, 32)]
 

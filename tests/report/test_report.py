@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_checks import assert_one_line_error
 from cli_fixtures import save_tiny_model
-from test_projection import request, step, write_run
+from tests.projection.test_projection import request, step, write_run
 from typer.testing import CliRunner
 
 from ssdbench.cli.main import app

@@ -9,7 +9,7 @@ from cli_checks import assert_one_line_error
 from cli_fixtures import save_tiny_model
 from ssdbench.models.cuda_graphs import GraphedModel, uses_cuda_graphs
 from ssdbench.errors import UsageError
-from tests.test_native_model import chain, native_of, tiny_hf_model
+from tests.models.test_native_model import chain, native_of, tiny_hf_model
 
 NO_CUDA = "no CUDA device here: ci/gpu_check.sh runs this on a GPU machine"
 

@@ -101,7 +101,7 @@ def test_the_kernels_live_at_the_top_and_nothing_of_ours_shadows_hugging_faces_k
 
     import ssdbench.kernels.gemv
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     assert Path(ssdbench.kernels.gemv.__file__).resolve().parent == repo / "kernels"
     assert not (repo / "kernels" / "__init__.py").exists()
     found = subprocess.run([sys.executable, "-c", "import importlib.util as u; s = u.find_spec('kernels'); "

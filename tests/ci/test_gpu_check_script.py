@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "ci" / "gpu_check.sh"
 OUT_FILES = {"summary.md", "summary.json", "setup.log", "tests.log", "bench.log", "runs.tgz"}
 
@@ -50,7 +50,8 @@ def test_requirements_read_without_tomllib_match_tomllib(monkeypatch):
 @pytest.mark.slow
 def test_cpu_mode_writes_the_summary_logs_and_runs(tmp_path):
     out = tmp_path / "out"
-    done = run_check(out, SSDBENCH_GPU_CHECK_STEPS="tests random", SSDBENCH_GPU_CHECK_TESTS="tests/test_memory_plan.py",
+    done = run_check(out, SSDBENCH_GPU_CHECK_STEPS="tests random",
+                     SSDBENCH_GPU_CHECK_TESTS="tests/models/test_memory_plan.py",
                      SSDBENCH_GPU_CHECK_PROMPTS="1", SSDBENCH_GPU_CHECK_TOKENS="3")
     assert done.returncode == 0, done.stdout + done.stderr + (out / "summary.md").read_text()
     # What the device tool brings back: a few plainly named files, no folders.

@@ -17,7 +17,7 @@ import pytest
 import torch
 from cli_checks import assert_one_line_error
 from decode_helpers import decode, make_proposer, sampling_rows, ssd_local
-from test_ssd_process import target_model
+from tests.speculation.test_ssd_process import target_model
 from tiny_models import tiny_pair
 from typer.testing import CliRunner
 
@@ -103,7 +103,7 @@ def test_local_ssd_hits_about_as_often_as_h(pair, one_thread):
 
 def test_remote_ssd_runs_through_the_draft_process_and_hits_about_h(tmp_path, one_thread):
     from cli_fixtures import save_tiny_model
-    from test_ssd_process import spec_for
+    from tests.speculation.test_ssd_process import spec_for
 
     from ssdbench.speculation.client import DraftServer, RemoteSsdProposer
 

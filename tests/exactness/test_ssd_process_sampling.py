@@ -23,7 +23,7 @@ from cli_fixtures import tiny_tokenizer
 from decode_helpers import decode, sampling_rows
 from exactness import ALPHA, chi_square_pvalue, exact_sequence_distribution
 from test_sd_sampling import PROMPT, VOCAB, assert_every_path_ran, length_for
-from test_ssd_process import assert_ssd_records, spec_for, target_model
+from tests.speculation.test_ssd_process import assert_ssd_records, spec_for, target_model
 from tiny_models import tiny_llama_config, tiny_state_dict
 from ssdbench.sampling.accept import verify_proposal
 from ssdbench.speculation.client import DraftServer, RemoteSsdProposer

@@ -120,7 +120,7 @@ def test_a_servers_departure_is_bounded_by_its_own_dtype_or_unverifiable(twin_mo
 
 def test_a_greedy_run_records_that_nothing_departed(tmp_path):
     from cli_fixtures import save_tiny_model
-    from test_cli_run import base_args, run_cli
+    from tests.cli.test_cli_run import base_args, run_cli
 
     target = save_tiny_model(tmp_path / "tiny", vocab=64, seed=0)
     out = tmp_path / "run"

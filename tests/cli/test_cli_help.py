@@ -14,7 +14,7 @@ from ssdbench.cli.main import app
 from ssdbench.cli.options import PANELS, SERVING
 
 runner = CliRunner()
-OPTIONS_DOC = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+OPTIONS_DOC = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 
 def help_text(command: str, columns: int = 80) -> str:

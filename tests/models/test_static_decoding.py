@@ -4,7 +4,7 @@ the first rows, zeroed in place, after the calls that capture every step shape a
 Off CUDA the wrapper captures nothing and runs those calls eagerly, so the real round loop checks
 them here: greedy ar, sd and ssd through wrapped models
 emit what they emit through plain dynamic-shape models, batch after batch. (Capture and replay
-themselves are checked on a GPU: tests/test_cuda_graphs.py, run by ci/gpu_check.sh.)"""
+themselves are checked on a GPU: tests/models/test_cuda_graphs.py, run by ci/gpu_check.sh.)"""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from ssdbench.suites import Prompt, Suite, describe_template, list_suites, load_
 from ssdbench.suites import render_prompt_ids
 from ssdbench.suites.chat import as_id_list
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared_data = pytest.mark.skipif(
     not (SHARED_DATA / "gsm8k" / "test.jsonl").is_file(),
     reason=f"shared prompt data (GSM8K, Spec-Bench) not present at {SHARED_DATA}",
