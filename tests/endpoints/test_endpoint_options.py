@@ -102,6 +102,6 @@ def test_ls_lists_the_endpoint_kinds():
     result = CliRunner().invoke(app, ["ls", "--format", "json"])
     assert result.exit_code == 0, result.output
     kinds = {k["name"]: k for k in json.loads(result.output)["endpoint_kinds"]}
-    assert set(kinds) == {"llama.cpp", "vllm", "sglang", "tensorrt-llm", "openai-compatible"}
+    assert set(kinds) == {"llama.cpp", "vllm", "sglang", "tensorrt-llm", "ssdbench", "openai-compatible"}
     assert kinds["vllm"]["acceptance"] == "vllm metrics.speculative_decoding"
     assert "local_build" in kinds["llama.cpp"]
