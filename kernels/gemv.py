@@ -35,10 +35,10 @@ from ssdbench.profiling.environment import cpu_model
 SOURCE = Path(__file__).with_name("gemv.c")
 # Built into the same library: packed_f32.c (float32 for a few rows), dot_i8.c (int8 activations), tiles_i8.c
 # (AMX tiles), vnni_i8.c (packed int8 for many rows without AMX) and decode_layer.c, which calls the
-# projections (gemv.h).
+# projections (gemv.h) and attention.c (decode_layer.h).
 SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("packed_f32.c", "dot_i8.c", "tiles_i8.c",
-                                                                  "vnni_i8.c", "decode_layer.c")))
-HEADERS = (Path(__file__).with_name("gemv.h"),)
+                                                                  "vnni_i8.c", "attention.c", "decode_layer.c")))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("gemv.h", "decode_layer.h", "slot_vec.h"))
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
 OPENMP_RUNTIME = re.compile(r"/lib(gomp|omp|iomp5)\b[^/]*\.so[^/]*$")  # GNU, LLVM and Intel's runtimes
