@@ -70,8 +70,9 @@ def compare_command(
         raise UsageError(f"--fail-on needs complete runs: {', '.join(partial)} stopped early (partial); "
                          "compare it without --fail-on, or gate a complete run")
     comparison = compare_runs(loaded, baseline=baseline_variant, allow_mismatch=allow_mismatch, allowed=allowed)
-    verdicts = [v for i in range(1, len(loaded)) for v in evaluate(loaded[0], loaded[i], checks, run=i,
-                                                                   min_pairs=min_pairs)] if checks else []
+    reports = _gated_reports(loaded) if checks else []
+    verdicts = [v for i in range(1, len(reports)) for v in evaluate(reports[0], reports[i], checks, run=i,
+                                                                    min_pairs=min_pairs)]
     code = exit_code(verdicts, is_strict=strict) if checks else None
     summary = headline(verdicts, is_strict=strict) if checks else None
     if format == "json":
@@ -86,6 +87,17 @@ def compare_command(
         _print_table(comparison, verdicts, summary)
     if code:
         raise typer.Exit(code)
+
+
+def _gated_reports(runs: list) -> list:
+    """Each run's report (report/run_report.py), the one object `ssdbench run` printed: what the gate checks."""
+    from ssdbench.report.run_report import report_of_run
+
+    reports = [report_of_run(run) for run in runs]
+    empty = [str(run.path) for run, report in zip(runs, reports) if report is None]
+    if empty:
+        raise UsageError(f"--fail-on: {', '.join(empty)} recorded no finished request; there is nothing to gate")
+    return reports
 
 
 def _print_table(comparison, verdicts, summary: str | None) -> None:

@@ -3,14 +3,18 @@ order, under `header`), what the JSON carries (the summary's columns), and what 
 
 A per-request figure (`per_request`: a column of requests.parquet) is one line here: the summary takes its
 median (and its p90 where `p90`), the tables show the median, the JSON carries both, and the gate checks
-it as a paired per-prompt ratio. The others are computed in metrics/summary.py (speedups, acceptance) or
-added by the run's report (MBU, energy, a serving engine's tokens per target pass); here they say only
-how they are shown and gated.
+it as a paired per-prompt ratio. A pooled figure (gate POOLED) is one line too: the ratio of two per-round
+sums, `num` over `den`, each a column of steps.parquet or a count of ROUND_COUNTS below; the summary pools
+it over the variant's rounds and the gate over paired requests. The others are computed in
+metrics/summary.py (speedups) or added by the run's report (MBU, energy, a serving engine's tokens per
+target pass); here they say only how they are shown and gated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import pandas as pd
 
 TIMED, POOLED, OUTPUTS = "timed", "pooled", "outputs"  # how the gate decides (report/gate.py)
 
@@ -26,7 +30,7 @@ class Figure:
     p90: bool = False  # a per-request figure whose p90 the summary gives too
     gate: str | None = None  # TIMED, POOLED or OUTPUTS; None: not gated
     is_higher_better: bool = True
-    num: str = ""  # a pooled figure: the per-round sums it is the ratio of (report/gate.py:_per_request)
+    num: str = ""  # a pooled figure: the per-round counts it is the ratio of (a steps column or ROUND_COUNTS')
     den: str = ""
 
     @property
@@ -52,6 +56,35 @@ FIGURES: tuple[Figure, ...] = (
 )
 
 
+def _one_per_round(steps: pd.DataFrame) -> pd.Series:
+    return pd.Series(1, index=steps.index)
+
+
+def _cache_hit(steps: pd.DataFrame) -> pd.Series:
+    """1 where ssd's proposal was in its cache; 0 on a miss or where the round says nothing."""
+    if "cache_hit" not in steps:
+        return pd.Series(0, index=steps.index)
+    return pd.Series(pd.array(steps["cache_hit"], dtype="boolean").fillna(False).astype(int), index=steps.index)
+
+
+def _cache_hit_known(steps: pd.DataFrame) -> pd.Series:
+    """1 where the round says whether ssd's cache held its proposal (ssd's own rounds only)."""
+    if "cache_hit" not in steps:
+        return pd.Series(0, index=steps.index)
+    return pd.Series((~pd.array(steps["cache_hit"], dtype="boolean").isna()).astype(int), index=steps.index)
+
+
+def _accepted_of_proposed(steps: pd.DataFrame) -> pd.Series:
+    """Accepted drafts of rounds that say how many they proposed: a server's round may not, and its accepted
+    count then stays out of the draft acceptance rate, as its proposal does."""
+    return steps["accepted"].where(steps["proposed"].notna(), 0)
+
+
+# Per-round counts beside steps.parquet's own columns (emitted, accepted, proposed): steps → one value a round.
+ROUND_COUNTS = {"rounds": _one_per_round, "hits": _cache_hit, "known_hits": _cache_hit_known,
+                "accepted_of_proposed": _accepted_of_proposed}
+
+
 def gated() -> tuple[Figure, ...]:
     """The figures `compare --fail-on` can check. Read at call time (as `per_request` and the tables' columns
     are), so a test may declare a figure by replacing FIGURES for its duration."""
@@ -60,3 +93,7 @@ def gated() -> tuple[Figure, ...]:
 
 def per_request() -> tuple[Figure, ...]:
     return tuple(f for f in FIGURES if f.per_request)
+
+
+def pooled() -> tuple[Figure, ...]:
+    return tuple(f for f in FIGURES if f.gate == POOLED)

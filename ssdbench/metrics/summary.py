@@ -7,9 +7,8 @@ import pandas as pd
 
 from ssdbench.metrics import catalog
 from ssdbench.metrics.stats import geometric_mean_ci
+from ssdbench.metrics.variants import PAIR_KEYS, pooled_figures
 from ssdbench.records.schema import COUNTED_BY_SSDBENCH
-
-PAIR_KEYS = ["suite", "prompt_id", "repeat"]
 SPEEDUP_NOTE = ("decode speedup: paired geometric mean of decode tok/s ratios (prefill excluded); e2e speedup: "
                 "mean whole-request tok/s (TTFT included) over the baseline's, Spec-Bench's formula.")
 
@@ -106,23 +105,17 @@ def end_to_end_speedup(group: pd.DataFrame, baseline: pd.DataFrame) -> dict:
 
 
 def _acceptance(steps: pd.DataFrame, method: str) -> dict:
-    """Acceptance length pooled over rounds (canonical) and per request; draft acceptance rate."""
+    """The pooled figures (metrics/catalog.py: acceptance length, draft acceptance rate, cache hit rate, ...);
+    acceptance length per request, by draft position, and on ssd's hits and misses."""
     marginal, conditional = acceptance_by_position(steps)
-    if steps.empty:
-        return {"acceptance_length": float("nan"), "acceptance_length_per_request": float("nan"),
-                "draft_acceptance_rate": float("nan"), "rounds": 0, "accept_marginal": marginal,
-                "accept_conditional": conditional, **cache_hits(steps)}
-    per_request = steps.groupby(["suite", "prompt_id", "repeat"])["emitted"].mean()
-    counted = steps[steps["proposed"].notna()]  # a server's rounds may not say how many drafts they verified
-    proposed = counted["proposed"].sum()
+    per_request = steps.groupby(PAIR_KEYS)["emitted"].mean() if not steps.empty else pd.Series(dtype=float)
     return {
-        "acceptance_length": float(steps["emitted"].mean()),
-        "acceptance_length_per_request": float(per_request.mean()),
-        "draft_acceptance_rate": float(counted["accepted"].sum() / proposed) if proposed else float("nan"),
+        **cache_hits(steps),
+        **pooled_figures(steps),
+        "acceptance_length_per_request": float(per_request.mean()) if len(per_request) else float("nan"),
         "rounds": int(len(steps)),
         "accept_marginal": marginal,
         "accept_conditional": conditional,
-        **cache_hits(steps),
     }
 
 

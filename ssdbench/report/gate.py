@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ssdbench.errors import UsageError
-from ssdbench.records.reader import Run
-from ssdbench.report.compare import paired
 from ssdbench.metrics import catalog
 from ssdbench.metrics.stats import geometric_mean_ci
-from ssdbench.metrics.summary import PAIR_KEYS, acceptance_of, add_label
+from ssdbench.metrics.summary import acceptance_of
+from ssdbench.metrics.variants import PAIR_KEYS
+from ssdbench.report.compare import paired
+from ssdbench.report.run_report import RunReport
 
 PASS, FAIL, INSUFFICIENT, NOISE, NOT_APPLICABLE = "pass", "FAIL", "insufficient data", "pass (within noise)", "n/a"
 MIN_PAIRS = 5
@@ -32,10 +33,8 @@ class Metric:
     name: str
     kind: str  # "timed": paired ratio + bootstrap; "pooled": Σnum/Σden, exact at a fixed seed; "outputs"
     is_higher_better: bool = True
-    num: str = ""  # pooled metrics: per-round columns summed over the paired requests
+    num: str = ""  # pooled metrics: per-round counts summed over the paired requests (metrics/variants.py)
     den: str = ""
-
-
 
 
 def gated_metrics() -> dict[str, Metric]:
@@ -118,24 +117,6 @@ def _one_rule_per_metric(checks: list[Check]) -> list[Check]:
     return list(kept.values())
 
 
-def _variants(run: Run) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
-    requests, steps = add_label(run.requests), add_label(run.steps)
-    return {label: (group, steps[steps["label"] == label]) for label, group in requests.groupby("label", sort=False)}
-
-
-def _per_request(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per request: the sums pooled metrics are made of (rounds, emitted, hits, ...)."""
-    columns = ["rounds", "emitted", "accepted", "accepted_of_proposed", "proposed", "hits", "known_hits"]
-    steps = steps.assign(rounds=1, hits=pd.array(steps["cache_hit"], dtype="boolean").fillna(False).astype(int),
-                         known_hits=(~pd.array(steps["cache_hit"], dtype="boolean").isna()).astype(int),
-                         # a server's round may not say how many drafts it verified: its accepted count then
-                         # stays out of the draft acceptance rate, as its proposal does
-                         accepted_of_proposed=steps["accepted"].where(steps["proposed"].notna(), 0))
-    sums = steps.groupby(PAIR_KEYS)[columns].sum()
-    keep = requests[PAIR_KEYS + ["temperature", "seed", "output_token_ids"]]
-    return keep.merge(sums.reset_index(), on=PAIR_KEYS, how="left").fillna(dict.fromkeys(columns, 0))
-
-
 def _ratio_ci(num_b: np.ndarray, den_b: np.ndarray, num_c: np.ndarray, den_c: np.ndarray,
               *, num_resamples: int = 2000) -> tuple[float, float, float]:
     """Pooled ratio (Σnum_c/Σden_c)/(Σnum_b/Σden_b) with a bootstrap interval over paired requests."""
@@ -161,20 +142,20 @@ def _interval_verdict(check: Check, estimate: float, low: float, high: float, n:
 
 def _check_timed(check: Check, base: dict, cand: dict, label: str, *, min_pairs: int) -> tuple[str, str] | None:
     if check.metric.name != "speedup":
-        pairs = paired([base[label][0], cand[label][0]], check.metric.name)
+        pairs = paired([base[label].requests, cand[label].requests], check.metric.name)
         ratio = pairs["c1"] / pairs["c0"]
     elif label == "ar" or "ar" not in base or "ar" not in cand:
         return None
     else:
         col = "decode_tokens_per_s"
-        pairs = paired([base[label][0], base["ar"][0], cand[label][0], cand["ar"][0]], col)
+        pairs = paired([base[label].requests, base["ar"].requests, cand[label].requests, cand["ar"].requests], col)
         ratio = (pairs["c2"] / pairs["c3"]) / (pairs["c0"] / pairs["c1"])
     interval = geometric_mean_ci(pd.to_numeric(ratio, errors="coerce").to_numpy(dtype=float))
     return _interval_verdict(check, interval.estimate, interval.low, interval.high, interval.n, min_pairs=min_pairs)
 
 
 def _check_pooled(check: Check, base: dict, cand: dict, label: str, *, min_pairs: int) -> tuple[str, str] | None:
-    pairs = _per_request(*base[label]).merge(_per_request(*cand[label]), on=PAIR_KEYS, suffixes=("_b", "_c"))
+    pairs = base[label].counts_per_request().merge(cand[label].counts_per_request(), on=PAIR_KEYS, suffixes=("_b", "_c"))
     metric = check.metric
     if pairs.empty:
         return INSUFFICIENT, "no paired requests"
@@ -198,19 +179,19 @@ def _check_pooled(check: Check, base: dict, cand: dict, label: str, *, min_pairs
 
 def _check_outputs(check: Check, base: dict, cand: dict, label: str, *, min_pairs: int) -> tuple[str, str] | None:
     """Greedy: the candidate's outputs equal the baseline's for this variant, and its own ar's."""
-    synthetic = {acceptance_of(side[label][1]) for side in (base, cand)} - {"exact"}
+    synthetic = {acceptance_of(side[label].steps) for side in (base, cand)} - {"exact"}
     if synthetic:  # refused, not marked n/a: a gate that silently skips its exactness check would pass
         raise UsageError(f"--fail-on {check.text}: {label} ran with synthetic acceptance "
                          f"({', '.join(sorted(synthetic))}): its outputs are not the target's, so there is no "
                          "exactness to gate; drop outputs_match or gate an exact run")
-    if not ((base[label][0]["temperature"] == 0).all() and (cand[label][0]["temperature"] == 0).all()):
+    if not ((base[label].requests["temperature"] == 0).all() and (cand[label].requests["temperature"] == 0).all()):
         return NOT_APPLICABLE, "sampled: outputs differ by design (exactness under sampling is tested, not gated)"
-    references = [(f"the baseline's {label}", base[label][0])]
+    references = [(f"the baseline's {label}", base[label].requests)]
     if label != "ar" and "ar" in cand:
-        references.append(("this run's ar", cand["ar"][0]))
+        references.append(("this run's ar", cand["ar"].requests))
     counts = []
     for name, reference in references:
-        pairs = paired([reference, cand[label][0]], "output_token_ids")
+        pairs = paired([reference, cand[label].requests], "output_token_ids")
         same = sum(list(a) == list(b) for a, b in zip(pairs["c0"], pairs["c1"]))
         counts.append((name, same, len(pairs)))
     text = "; ".join(f"{same}/{n} identical to {name}" for name, same, n in counts)
@@ -222,10 +203,10 @@ def _check_outputs(check: Check, base: dict, cand: dict, label: str, *, min_pair
 _CHECKERS = {"timed": _check_timed, "pooled": _check_pooled, "outputs": _check_outputs}
 
 
-def evaluate(baseline: Run, candidate: Run, checks: list[Check], *, run: int = 1,
+def evaluate(baseline: RunReport, candidate: RunReport, checks: list[Check], *, run: int = 1,
              min_pairs: int = MIN_PAIRS) -> list[Verdict]:
-    """Each check for each variant the two runs share; variants missing from the candidate are flagged."""
-    base, cand = _variants(baseline), _variants(candidate)
+    """Each check for each variant the two runs' reports share; variants missing from the candidate are flagged."""
+    base, cand = baseline.variants, candidate.variants
     verdicts = [Verdict("variants", run, label, INSUFFICIENT, f"{label} is in the baseline but not in run {run}")
                 for label in base if label not in cand]
     for check in checks:

@@ -1,7 +1,8 @@
 """What `ssdbench run` says about the run it just made, computed once from its records.
 
-The table, JSON and Markdown outputs (report/run_views.py) all render this one object, so a figure or
-a warning is decided in one place and said once, whatever the format.
+The table, JSON and Markdown outputs (report/run_views.py) all render this one object, and the gate
+(report/gate.py, `compare --fail-on`) checks two of them, built from recorded runs by `report_of_run`: a
+figure or a warning is decided in one place and said once, whatever the format.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from ssdbench.metrics.variants import VariantRecords
 
 
 @dataclass(frozen=True)
@@ -42,26 +45,52 @@ class RunReport:
     prediction: list[dict]  # predicted against measured speedups (projection/)
     notes: tuple[str, ...]  # lines under the table, Rich markup: MBU, kernels, random weights, self-skip
     warnings: tuple[str, ...]  # what makes the figures not the target's (synthetic acceptance): said once
+    variants: dict[str, VariantRecords]  # each variant's requests and rounds: what the gate pairs
 
 
 def build_run_report(context: ReportContext, path: Path, recorder) -> RunReport | None:
-    """The report of the run recorded at `path` (None when no request finished: nothing to summarise)."""
-    from ssdbench.metrics.energy import joules_per_token
-    from ssdbench.metrics.summary import summarize
+    """The report of the run just recorded at `path` (None when no request finished: nothing to summarise)."""
     from ssdbench.records.reader import read_manifest
+
+    return _report(context, Path(path), read_manifest(path), pd.DataFrame(recorder.requests),
+                   pd.DataFrame(recorder.steps), pd.DataFrame(recorder.endpoints), pd.DataFrame(recorder.events))
+
+
+def report_of_run(run) -> RunReport | None:
+    """The report of a recorded run (records/reader.py:Run), its context read from its manifest."""
+    empty = pd.DataFrame()
+    return _report(context_of_manifest(run.manifest), Path(run.path), run.manifest, run.requests, run.steps,
+                   empty if run.endpoints is None else run.endpoints, empty if run.events is None else run.events)
+
+
+def context_of_manifest(manifest: dict) -> ReportContext:
+    """What a report needs of a run's plan, as its manifest recorded it (config: the run's options)."""
+    config = manifest.get("config", {})
+    temperature = float(config.get("temperature") or 0.0)
+    return ReportContext(max_new_tokens=int(config.get("max_new_tokens") or 0), k=int(config.get("k") or 0),
+                         temperature=temperature, batch_size=int(config.get("batch_size") or 1),
+                         acceptance=str(config.get("acceptance") or "exact"), greedy=temperature == 0,
+                         with_ssd="ssd" in (config.get("methods") or ()),
+                         random_weights=bool(config.get("random_weights")),
+                         target_placement=str(config.get("target_device") or config.get("device") or "cpu"))
+
+
+def _report(context: ReportContext, path: Path, manifest: dict, requests: pd.DataFrame, steps: pd.DataFrame,
+            endpoints: pd.DataFrame, events: pd.DataFrame) -> RunReport | None:
+    from ssdbench.metrics.energy import joules_per_token
+    from ssdbench.metrics.summary import add_label, summarize
+    from ssdbench.metrics.variants import split_variants
     from ssdbench.report.bandwidth_use import target_mbu
     from ssdbench.report.render import exactness_line
     from ssdbench.report.ssd_summary import chain_against_verify, ssd_overview
 
-    steps, requests = pd.DataFrame(recorder.steps), pd.DataFrame(recorder.requests)
     if requests.empty:
         return None
     summary = summarize(requests, steps)
-    if recorder.endpoints:  # serving engines' acceptance, tokens per target pass and identity judged on text
+    if not endpoints.empty:  # serving engines' acceptance, tokens per target pass and identity judged on text
         from ssdbench.endpoints.table import with_endpoint_figures
 
-        summary = with_endpoint_figures(summary, pd.DataFrame(recorder.endpoints), requests, steps)
-    manifest = read_manifest(path)
+        summary = with_endpoint_figures(summary, endpoints, requests, steps)
     mbu = target_mbu(requests, weight_bytes=manifest.get("target_weight_bytes_per_forward"),
                      bandwidth_gbs=manifest.get("memory_read_bandwidth_gbs"))
     summary["target_mbu"] = summary["label"].map(mbu).astype(float)
@@ -75,9 +104,10 @@ def build_run_report(context: ReportContext, path: Path, recorder) -> RunReport 
     return RunReport(
         run_dir=Path(path), title=title, acceptance=c.acceptance, greedy=c.greedy, summary=summary,
         ssd=ssd_overview(steps) if c.with_ssd else None,
-        chain=chain_against_verify(steps, pd.DataFrame(recorder.events), c.k) if c.with_ssd else None,
+        chain=chain_against_verify(steps, events, c.k) if c.with_ssd else None,
         exactness=exactness_line(summary, greedy=c.greedy, divergences=divergences), divergences=divergences,
-        prediction=_prediction_rows(path), notes=tuple(_notes(c, manifest, summary)), warnings=c.warnings)
+        prediction=_prediction_rows(path), notes=tuple(_notes(c, manifest, summary)), warnings=c.warnings,
+        variants=split_variants(add_label(requests), add_label(steps)))
 
 
 def _gpu_samples(path: Path) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from ssdbench.cli.main import app
 from ssdbench.errors import UsageError
 from ssdbench.records.reader import load_run
+from ssdbench.report.run_report import report_of_run
 from ssdbench.report.gate import FAIL, INSUFFICIENT, NOT_APPLICABLE, PASS, evaluate, exit_code, parse_fail_on
 from synthetic_runs import Variant, speeds, write_run
 
@@ -42,7 +43,7 @@ def interval(detail: str) -> tuple[float, float]:
 
 
 def verdicts(base, cand, text: str, **kwargs):
-    return evaluate(load_run(base), load_run(cand), parse_fail_on(text), **kwargs)
+    return evaluate(report_of_run(load_run(base)), report_of_run(load_run(cand)), parse_fail_on(text), **kwargs)
 
 
 def test_planted_slowdown_fails_and_its_interval_holds_the_planted_ratio(tmp_path):
