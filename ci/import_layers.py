@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kernels", ("ssdbench.kernels", "ssdbench.sampling", "ssdbench.profiling")),
     ("metrics", ("ssdbench.metrics",)),
     ("records", ("ssdbench.records",)),
-    ("base", ("ssdbench.errors", "ssdbench.paths", "ssdbench.cache", "ssdbench.machine_cache", "ssdbench.settings",
+    ("base", ("ssdbench.errors", "ssdbench.paths", "ssdbench.cache", "ssdbench.cache_venv", "ssdbench.machine_cache", "ssdbench.settings",
               "ssdbench.spawning")),
 ]
 # modules of the first layout that sat at the top level; placed where they belong

@@ -9,16 +9,12 @@ registry as it is (about 1.2 GB, 80 s measured).
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
-import venv
 from pathlib import Path
 
 from ssdbench.cache import cache_file
+from ssdbench.cache_venv import create_with, installed_file, installer_main, mark_done
 
 AIPERF_SPEC = "aiperf==0.13.0"
-DONE_MARK = ".installed"  # written last: an interrupted install is retried, not used
 
 
 def aiperf_home() -> Path:
@@ -27,31 +23,21 @@ def aiperf_home() -> Path:
 
 def aiperf_binary() -> Path | None:
     """The installed aiperf command, or None where `make aiperf` has not run (or did not finish)."""
-    home = aiperf_home()
-    binary = home / "bin" / "aiperf"
-    return binary if (home / DONE_MARK).exists() and binary.exists() else None
+    return installed_file(aiperf_home(), "bin/aiperf")
 
 
 def install() -> Path:
-    home = aiperf_home()
     found = aiperf_binary()
     if found is not None:
         return found
-    venv.create(home, with_pip=True, clear=True)
-    subprocess.run([str(home / "bin" / "python"), "-m", "pip", "install", "--quiet", AIPERF_SPEC], check=True)
-    (home / DONE_MARK).write_text(AIPERF_SPEC + "\n")
+    home = aiperf_home()
+    create_with(home, AIPERF_SPEC)
+    mark_done(home, AIPERF_SPEC)
     return home / "bin" / "aiperf"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args(argv)
-    try:
-        print(install())
-    except (subprocess.CalledProcessError, OSError) as err:
-        print(f"error: installing {AIPERF_SPEC} into {aiperf_home()} failed: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return installer_main(argv, __doc__.split("\n\n")[0], install, AIPERF_SPEC, aiperf_home())
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from ssdbench.cache_venv import DONE_MARK
 from ssdbench.endpoints.engines import vllm_install
 
 
@@ -16,7 +17,7 @@ def test_an_install_without_its_mark_is_not_used(tmp_path, monkeypatch):
     (home / "bin").mkdir(parents=True)
     (home / "bin" / "python").write_text("")
     assert vllm_install.vllm_python() is None  # interrupted: retried by the next `make vllm`
-    (home / vllm_install.DONE_MARK).write_text(vllm_install.VLLM_SPEC)
+    (home / DONE_MARK).write_text(vllm_install.VLLM_SPEC)
     assert vllm_install.vllm_python() == home / "bin" / "python"
 
 

