@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ssdbench.decoding.protocols import CausalModel
-from ssdbench.decoding.ragged import forward_chunks, last_logits
+from ssdbench.decoding.ragged import forward_last
 
 Draw = Callable[[int, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]  # (step, logits [B, V]) -> token [B], q [B, V]
 
@@ -33,7 +33,7 @@ def draft_chain(draft: CausalModel, chunks: list[list[int]], starts: list[int], 
     next_position [B]: where row b's first drafted token goes (the pending token's position + 1).
     The last drafted token is not fed back: the next round's catch-up does that if it is accepted.
     """
-    logits = last_logits(forward_chunks(draft, chunks, starts), [len(c) for c in chunks])  # [B, V]
+    logits = forward_last(draft, chunks, starts)  # [B, V]
     tokens, qs, seen = [], [], []
     for step in range(steps):
         if step > 0:  # feed the token drawn last step

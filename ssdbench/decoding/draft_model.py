@@ -7,7 +7,7 @@ import torch
 from ssdbench.decoding.batch import DecodeBatch
 from ssdbench.decoding.draft_chain import draft_chain
 from ssdbench.decoding.protocols import CausalModel, Proposal, VerifyOutput
-from ssdbench.decoding.ragged import forward_chunks
+from ssdbench.decoding.ragged import forward_last
 from ssdbench.sampling.accept import Verdict
 from ssdbench.sampling.params import RowSampling
 from ssdbench.sampling.probs import logits_to_probs, sample_from
@@ -30,7 +30,7 @@ class DraftModelProposer:
     def prefill(self, batch: DecodeBatch) -> None:
         self.draft.allocate(batch.size, batch.max_len)
         prompts = [row.prompt_ids for row in batch.rows]
-        forward_chunks(self.draft, prompts, [0] * batch.size)
+        forward_last(self.draft, prompts, [0] * batch.size)  # the logits are not used: the catch-up drafts
         self._draft_len = [len(p) for p in prompts]
 
     def observe_prefill(self, batch: DecodeBatch, output: VerifyOutput) -> None:

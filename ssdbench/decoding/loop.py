@@ -10,7 +10,7 @@ import torch
 
 from ssdbench.decoding.batch import DecodeBatch
 from ssdbench.decoding.protocols import CausalModel, Proposal, Proposer, VerifyOutput, empty_proposal
-from ssdbench.decoding.ragged import forward_chunks, last_logits
+from ssdbench.decoding.ragged import forward_chunks, forward_last, last_logits
 from ssdbench.profiling.clock import PhaseClock
 from ssdbench.profiling.devices import same_device
 from ssdbench.sampling.accept import Verdict, verify_proposal
@@ -95,10 +95,12 @@ def _prefill(target: CausalModel, batch: DecodeBatch, sampling: RowSampling, gen
              hidden: bool) -> VerifyOutput:
     """Forward every prompt and draw each row's first token from the target; returns the prompts' output."""
     prompts = [row.prompt_ids for row in batch.rows]
-    output = VerifyOutput(*forward_chunks(target, prompts, [0] * batch.size, return_hidden=True)) if hidden else \
-        VerifyOutput(forward_chunks(target, prompts, [0] * batch.size))
-    logits = output.logits  # [B, T, V]
-    final = last_logits(logits, [len(p) for p in prompts]).unsqueeze(1)  # [B, 1, V]
+    if hidden:  # a proposer reading the target's states gets every prompt row's
+        output = VerifyOutput(*forward_chunks(target, prompts, [0] * batch.size, return_hidden=True))
+        final = last_logits(output.logits, [len(p) for p in prompts]).unsqueeze(1)  # [B, 1, V]
+    else:  # one token is drawn: the lm_head reads each prompt's last row only
+        final = forward_last(target, prompts, [0] * batch.size).unsqueeze(1)  # [B, 1, V]
+        output = VerifyOutput(final)
     if sampling.all_greedy:
         first = final[:, 0].argmax(dim=-1)  # [B]
     else:

@@ -68,7 +68,8 @@ class Proposer(Protocol):
     def prefill(self, batch: "DecodeBatch") -> None: ...  # noqa: F821
 
     def observe_prefill(self, batch: "DecodeBatch", output: VerifyOutput) -> None:  # noqa: F821
-        """After the target's prefill: its output over the prompts ([B, T] right-padded; hidden states on request)."""
+        """After the target's prefill: its output over the prompts, each prompt's last logits [B, 1, V] (every
+        row's [B, T] right-padded, with hidden states, for a proposer that wants_hidden)."""
         ...
 
     def propose(self, batch: "DecodeBatch") -> Proposal: ...  # noqa: F821

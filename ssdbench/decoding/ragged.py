@@ -30,3 +30,20 @@ def last_logits(logits: torch.Tensor, lengths: list[int]) -> torch.Tensor:
     index = torch.tensor(lengths, dtype=torch.int64, device=logits.device) - 1  # [B]
     rows = torch.arange(logits.shape[0], device=logits.device)
     return logits[rows, index]
+
+
+def forward_last(model: CausalModel, chunks: list[list[int]], starts: list[int]) -> torch.Tensor:
+    """forward_chunks, but only each row's last logits [B, V] come out of the lm_head. A prompt's other rows
+    need none (a prefill draws one token, a catch-up chunk drafts from its last): on the embedded pair the
+    lm_head is a fifth of a token's multiply-adds. Models that cannot pick columns (a plain CausalModel,
+    without TreeModel's logits_at) compute every row's and the last is read."""
+    lengths = [len(c) for c in chunks]
+    if not hasattr(model, "copy_slots"):  # not a TreeModel: no logits_at
+        return last_logits(forward_chunks(model, chunks, starts), lengths)
+    width = max(lengths)
+    tokens = torch.tensor([c + [PAD_TOKEN] * (width - len(c)) for c in chunks], dtype=torch.int64)  # [B, T]
+    positions = torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + torch.arange(width, dtype=torch.int64)  # [B, T]
+    last = torch.tensor([[n - 1 if n else width - 1] for n in lengths], dtype=torch.int64)  # [B, 1]; empty: as last_logits
+    logits = model.forward(tokens.to(model.device), positions.to(model.device), logits_at=last.to(model.device))
+    return logits[:, 0]  # [B, V]
+

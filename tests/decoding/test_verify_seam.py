@@ -96,3 +96,36 @@ def native_copy_forward(model, prompt):
     model.allocate(1, 32)
     _, hidden = model.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None], return_hidden=True)
     return hidden[0]  # [T, H]
+
+
+@pytest.mark.parametrize("engine", ["native", "hf"])
+def test_forward_last_is_each_rows_last_logits_of_the_whole_forward(tiny, engine):
+    """A prefill and a catch-up chunk read one row's logits: the same as the full forward's last real row,
+    whether the model picks columns (native: logits_at) or returns every row (transformers' code)."""
+    from ssdbench.decoding.ragged import forward_last, last_logits
+    from ssdbench.models.model_set import ModelSet, ModelSettings
+
+    model = ModelSet(ModelSettings(target=str(tiny), engines=("native", "hf"))).target(engine)
+    chunks, starts = [PROMPTS[0], PROMPTS[1]], [0, 0]
+    model.allocate(2, 16)
+    whole = last_logits(forward_chunks(model, chunks, starts), [len(c) for c in chunks])  # [B, V]
+    model.allocate(2, 16)
+    last = forward_last(model, chunks, starts)  # [B, V]
+    assert last.shape == whole.shape == (2, model.vocab_size)
+    assert torch.allclose(last, whole, atol=1e-5)
+    assert not torch.allclose(last[0], last[1], atol=1e-3)  # two prompts, two distributions: rows not mixed up
+
+
+def test_the_prefill_hands_over_each_prompts_last_logits_without_hidden_states(pair):
+    target, draft = pair
+    proposer = Watching(draft, wants_hidden=False, k=2)
+    batch, _ = decode(target, proposer, PROMPTS, max_new_tokens=4, k=2)
+    output = proposer.prefill_output
+    assert output.hidden is None and output.logits.shape == (len(PROMPTS), 1, target.vocab_size)
+    fresh = native_copy_forward_logits(target, PROMPTS[1])
+    assert torch.allclose(output.logits[1, 0], fresh[-1], atol=1e-5)
+
+
+def native_copy_forward_logits(model, prompt):
+    model.allocate(1, 32)
+    return model.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None])[0]  # [T, V]
