@@ -7,7 +7,8 @@ catch-up chunk and ssd's masked tree steps of 1..16 branches, and both prefills.
 Prints one line per step: median ms, its ratio to the role's one-token step, the kernel that ran that
 many rows, and the step's floor on this core (kernels/floors.py: the projections' weight
 bytes over the read bandwidth measured here, or their multiply-adds over the core's measured peak for
-that kernel's instructions, whichever is larger) with the ratio to it; then one JSON line.
+that kernel's instructions plus attention's float32 ones over the f32 peak, whichever is larger) with the
+ratio to it; then one JSON line. A prefill's lm_head reads its last row only, as the engine's does.
 `--int8-kernel` / `--linear-kernel` pin the draft's / target's kernel, so one machine times every
 path it can run. Run it on a quiet machine; the figures hold for the CPU they were measured on (printed).
 """
@@ -46,9 +47,25 @@ def load(weights: str, *, int8_kernel: str, linear_kernel: str):
 
 def projection_weights(model) -> int:
     """Multiply-adds per token row of the projections and the lm_head (each row's logits are computed)."""
-    per_layer = sum(i * o for i, o in projection_shapes(model.shape)[:4])
+    return layer_weights(model) + lm_head_weights(model)
+
+
+def layer_weights(model) -> int:
+    return sum(i * o for i, o in projection_shapes(model.shape)[:4]) * model.shape.num_layers
+
+
+def lm_head_weights(model) -> int:
     lm_in, lm_out = projection_shapes(model.shape)[4]
-    return per_layer * model.shape.num_layers + lm_in * lm_out
+    return lm_in * lm_out
+
+
+def step_macs(model, key: str) -> int:
+    """A step's multiply-adds: every row through the layers and the lm_head, but a prefill's last row only
+    through the lm_head (as the engine runs it: decoding/ragged.forward_last)."""
+    rows = step_rows(key)
+    if key.startswith("prefill"):
+        return layer_weights(model) * rows + lm_head_weights(model)
+    return projection_weights(model) * rows
 
 
 def step_rows(key: str) -> int:
@@ -61,7 +78,16 @@ def kernel_for(probe: dict, rows: int) -> str:
     return probe["few_rows"] if rows < probe["split_rows"] else probe["many_rows"]
 
 
-def with_floors(costs_ms: dict, model, rates: Rates, bytes_per_weight: int) -> dict:
+def attention_macs(model, key: str, context: int) -> int:
+    """Float32 multiply-adds of a step's attention (scores and values): each query head over the slots its row
+    sees, the context and the step's own rows before it (a tree row sees its own branch only: at most K more)."""
+    s = model.shape
+    rows = step_rows(key)
+    seen = rows * (rows + 1) // 2 if key.startswith("prefill") else rows * (context + rows)
+    return 2 * s.num_heads * s.head_dim * seen * s.num_layers
+
+
+def with_floors(costs_ms: dict, model, rates: Rates, bytes_per_weight: int, context: int) -> dict:
     """Each step's median, kernel, floor and ratio to the floor."""
     weights = projection_weights(model)
     probe = model.kernels["linear_probe"]
@@ -69,7 +95,8 @@ def with_floors(costs_ms: dict, model, rates: Rates, bytes_per_weight: int) -> d
     for key, ms in costs_ms.items():
         rows = step_rows(key)
         kernel = kernel_for(probe, rows)
-        floor, bound = rates.floor_ms(weights * bytes_per_weight, weights * rows, kernel)
+        floor, bound = rates.floor_ms(weights * bytes_per_weight, step_macs(model, key), kernel,
+                                      attention_macs=attention_macs(model, key, context))
         out[key] = {"ms": ms, "kernel": kernel, "floor_ms": floor, "floor_by": bound, "to_floor": ms / floor}
     return out
 
@@ -97,7 +124,8 @@ def costs(model, *, context: int, k: int, repeats: int, prefill: int) -> dict:
     for width in (1, 2, 4, 8, 16):
         out[f"tree_{width}"] = timed(tree_step(model, width, context, k, max_len), repeats)
     model.allocate(1, max_len)
-    out[f"prefill_{prefill}"] = timed(step(model, prefill, 0), max(3, repeats // 5))
+    last = torch.tensor([[prefill - 1]])  # [1, 1]: the prompt's last row is the only one through the lm_head
+    out[f"prefill_{prefill}"] = timed(step(model, prefill, 0, logits_at=last), max(3, repeats // 5))
     return out
 
 
@@ -131,7 +159,7 @@ def main() -> None:
             name = f"{role} ({weights}, {'fused' if fused else 'python path'})"
             steps = costs(model, context=args.context, k=args.k, repeats=args.repeats, prefill=args.prefill)
             results[name] = {"kernels": f"{kernels['linear']}, {model.kernel_names().get('decode_step', 'unfused')}",
-                             "steps": with_floors(steps, model, rates[role], size)}
+                             "steps": with_floors(steps, model, rates[role], size, args.context)}
     print(f"CPU: {cpu_model()}; one thread on core {args.core}; context {args.context} tokens; K={args.k}")
     for role, r in rates.items():
         print(f"{role} floor rates: read {r.read_bytes_per_s / 1e9:.1f} GB/s at its weights' size, f32 peak "

@@ -5,7 +5,9 @@ larger. benchmarks/step_costs.py prints each step's ratio to it.
 Both rates are measured, not taken from a datasheet: the bandwidth by reading a buffer as large as
 the weights (so it is the bandwidth a step sees, from DRAM or from a cache that holds them all), the
 peak by a loop of independent vector instructions on registers (kernels/gemv.c, kernels/vnni_i8.c).
-Attention, norms and the KV cache are left out: the floor is the projections' alone.
+Attention's multiply-adds (scores and value mixing, float32) may be added at the f32 peak: a tree step's
+16 rows over a 200-token context do a fifth as many of them as its projections do int8 ones, at a quarter
+of the rate. Norms and the KV cache's reads are left out.
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ class Rates:
     int8_path: str  # the instruction path int8_macs_per_s was measured on (kernels/vnni_i8.c)
     tiles_macs_per_s: float = 0.0  # AMX's (0: no tiles here)
 
-    def floor_ms(self, weight_bytes: int, macs: int, kernel: str) -> tuple[float, str]:
-        """(floor ms, what sets it: 'bandwidth' or 'compute') for a step reading `weight_bytes` and doing `macs`."""
+    def floor_ms(self, weight_bytes: int, macs: int, kernel: str, *, attention_macs: int = 0) -> tuple[float, str]:
+        """(floor ms, what sets it: 'bandwidth' or 'compute') for a step reading `weight_bytes` and doing `macs`
+        in its projections on `kernel`, and `attention_macs` float32 multiply-adds in its attention."""
         memory = weight_bytes / self.read_bytes_per_s * 1e3
         peak = (self.f32_macs_per_s if kernel in F32_KERNELS
                 else self.int8_macs_per_s if kernel in INT8_DOT_KERNELS
                 else self.tiles_macs_per_s / TILE_DIGITS if kernel == "int8_tiles" else None)
         compute = macs / peak * 1e3 if peak else 0.0
+        compute += attention_macs / self.f32_macs_per_s * 1e3 if peak else 0.0
         return (memory, "bandwidth") if memory >= compute else (compute, "compute")
 
 

@@ -25,6 +25,14 @@ def test_many_rows_are_bound_by_the_kernels_own_peak():
     assert RATES.floor_ms(100_000_000, 140 * 100_000_000, "int8_tiles") == (pytest.approx(28.0), "compute")
 
 
+def test_attention_adds_its_float32_multiply_adds_at_the_f32_peak():
+    # 70 ms of int8 products, then 5e9 attention multiply-adds at 50 GMAC/s: 100 ms more
+    assert RATES.floor_ms(100_000_000, 140 * 100_000_000, "int8_vnni", attention_macs=5_000_000_000) == (
+        pytest.approx(170.0), "compute")
+    # a one-row step's few attention products leave it bound by its weight reads
+    assert RATES.floor_ms(100_000_000, 100_000_000, "int8_vnni", attention_macs=10_000_000)[1] == "bandwidth"
+
+
 def test_a_kernel_whose_peak_is_not_measured_gets_the_bandwidth_floor():
     assert RATES.floor_ms(100_000_000, 10**12, "int8_bf16") == (pytest.approx(10.0), "bandwidth")
 
