@@ -16,13 +16,18 @@ PAD_TOKEN = 0
 def forward_chunks(model: CausalModel, chunks: list[list[int]], starts: list[int], *, return_hidden: bool = False):
     """Append chunks[b] at positions starts[b]...; returns logits [B, T, V] (T = longest chunk),
     or (logits, hidden [B, T, H]) with return_hidden."""
+    tokens, positions = padded(chunks, starts, model.device)
+    if return_hidden:
+        return model.forward(tokens, positions, return_hidden=True)
+    return model.forward(tokens, positions)
+
+
+def padded(chunks: list[list[int]], starts: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunks right-padded to the longest, tokens [B, T], and their positions from starts[b], [B, T]."""
     width = max(len(c) for c in chunks)
     tokens = torch.tensor([c + [PAD_TOKEN] * (width - len(c)) for c in chunks], dtype=torch.int64)  # [B, T]
-    offsets = torch.arange(width, dtype=torch.int64)  # [T]
-    positions = torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + offsets  # [B, T]
-    if return_hidden:
-        return model.forward(tokens.to(model.device), positions.to(model.device), return_hidden=True)
-    return model.forward(tokens.to(model.device), positions.to(model.device))
+    positions = torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + torch.arange(width, dtype=torch.int64)  # [B, T]
+    return tokens.to(device), positions.to(device)
 
 
 def last_logits(logits: torch.Tensor, lengths: list[int]) -> torch.Tensor:
@@ -40,10 +45,8 @@ def forward_last(model: CausalModel, chunks: list[list[int]], starts: list[int])
     lengths = [len(c) for c in chunks]
     if not hasattr(model, "copy_slots"):  # not a TreeModel: no logits_at
         return last_logits(forward_chunks(model, chunks, starts), lengths)
-    width = max(lengths)
-    tokens = torch.tensor([c + [PAD_TOKEN] * (width - len(c)) for c in chunks], dtype=torch.int64)  # [B, T]
-    positions = torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + torch.arange(width, dtype=torch.int64)  # [B, T]
+    tokens, positions = padded(chunks, starts, model.device)
+    width = tokens.shape[1]
     last = torch.tensor([[n - 1 if n else width - 1] for n in lengths], dtype=torch.int64)  # [B, 1]; empty: as last_logits
-    logits = model.forward(tokens.to(model.device), positions.to(model.device), logits_at=last.to(model.device))
-    return logits[:, 0]  # [B, V]
+    return model.forward(tokens, positions, logits_at=last.to(model.device))[:, 0]  # [B, V]
 
