@@ -43,10 +43,10 @@ static void score_block(const float *const *q, int64_t queries, const float *kt,
 }
 
 
-/* Turns one query's scores [stride] (stride a multiple of SLOT_BLOCK) into its softmax weights over
- * the visible slots j <= last (visible NULL: all of them); every other slot gets weight 0. */
 typedef uint8_t mask_bytes __attribute__((vector_size(SLOT_BLOCK))); /* a block of slots' mask entries */
 
+/* Turns one query's scores [stride] (stride a multiple of SLOT_BLOCK) into its softmax weights over
+ * the visible slots j <= last (visible NULL: all of them); every other slot gets weight 0. */
 static void softmax_visible(float *scores, const uint8_t *visible, int64_t last, int64_t stride) {
   /* The hidden slots set to -inf and the maximum taken a vector at a time: one float at a time, each
    * comparison waited on the one before (a 16-branch tree step spent ~8% of its time in this loop). */
@@ -127,44 +127,6 @@ static void mix_values(const float *const *p, float *const *out, int64_t queries
     }
 }
 
-/* Lane interleaves of two vectors: the first halves' lanes alternately (ZIP_LO), then the second halves'. */
-#if SLOT_BLOCK == 16
-#define ZIP_LO(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
-#define ZIP_HI(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
-#elif SLOT_BLOCK == 8
-#define ZIP_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
-#define ZIP_HI(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
-#else
-#define ZIP_LO(a, b) __builtin_shufflevector(a, b, 0, 4, 1, 5)
-#define ZIP_HI(a, b) __builtin_shufflevector(a, b, 2, 6, 3, 7)
-#endif
-
-/* kt [SLOT_BLOCK, SLOT_BLOCK] = the transpose of the square at k (rows `stride` floats apart), in registers:
- * interleaving rows i and i + SLOT_BLOCK / 2 into rows 2i and 2i + 1, log2(SLOT_BLOCK) times over, transposes. */
-static inline void transpose_square(const float *k, int64_t stride, float *kt) {
-  slot_vec r[SLOT_BLOCK], t[SLOT_BLOCK];
-  for (int j = 0; j < SLOT_BLOCK; j++) memcpy(&r[j], k + j * stride, sizeof r[j]);
-  for (int stage = 1; stage < SLOT_BLOCK; stage *= 2) {
-    for (int i = 0; i < SLOT_BLOCK / 2; i++) {
-      t[2 * i] = ZIP_LO(r[i], r[i + SLOT_BLOCK / 2]);
-      t[2 * i + 1] = ZIP_HI(r[i], r[i + SLOT_BLOCK / 2]);
-    }
-    memcpy(r, t, sizeof r);
-  }
-  for (int i = 0; i < SLOT_BLOCK; i++) memcpy(kt + i * SLOT_BLOCK, &r[i], sizeof r[i]);
-}
-
-/* kt [D, SLOT_BLOCK] = the n keys at k [n, D] transposed, zero past n. A one-token step scores only a
- * GQA group's few queries against each block, so moving the keys one float at a time had cost more than
- * scoring them (a draft step spent ~10% of its time here): whole blocks go through registers. */
-static void transpose_keys(const float *k, float *kt, int64_t n, int64_t d) {
-  int64_t i0 = 0;
-  if (n == SLOT_BLOCK)
-    for (; i0 + SLOT_BLOCK <= d; i0 += SLOT_BLOCK) transpose_square(k + i0, d, kt + i0 * SLOT_BLOCK);
-  for (int64_t i = i0; i < d; i++)
-    for (int64_t j = 0; j < SLOT_BLOCK; j++) kt[i * SLOT_BLOCK + j] = j < n ? k[j * d + i] : 0.f;
-}
-
 /* The query heads of KV head g for `count` rows of one sequence (rows[]): k, v that head's cache
  * [S_max, D]. scores: room for count * group * (S_max + SLOT_BLOCK) floats; kt for D * SLOT_BLOCK. */
 static void attend_group(const float *qkv, const float *k, const float *v, float *out, const int64_t *rows,
@@ -182,7 +144,8 @@ static void attend_group(const float *qkv, const float *k, const float *v, float
   const int64_t stride = (last + SLOT_BLOCK) / SLOT_BLOCK * SLOT_BLOCK; /* whole vectors of slots */
   for (int64_t jb = 0; jb <= last; jb += SLOT_BLOCK) {
     const int64_t n = last + 1 - jb < SLOT_BLOCK ? last + 1 - jb : SLOT_BLOCK;
-    transpose_keys(k + jb * d, kt, n, d);
+    for (int64_t i = 0; i < d; i++)
+      for (int64_t j = 0; j < SLOT_BLOCK; j++) kt[i * SLOT_BLOCK + j] = j < n ? k[(jb + j) * d + i] : 0.f;
     score_block(q, queries, kt, scores, stride, jb, n, d, s->scale);
   }
   for (int64_t r = 0; r < count; r++) {
