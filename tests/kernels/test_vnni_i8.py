@@ -16,9 +16,9 @@ from test_int8_kernels import ISA_PATHS, cc_without, int8_inputs_reference, isa_
 pytestmark = pytest.mark.skipif(gemv_i8_unavailable_reason("cpu") is not None,
                                 reason=f"the kernel library cannot be built here: {gemv_i8_unavailable_reason('cpu')}")
 
-# Each path's register tile: 4 rows (AVX-512), 3 (AVX-VNNI), 2 (AVX2); rows past a multiple of each, and
-# widths past a 32-input block and a 32-output task.
-ROWS = (1, 2, 3, 4, 5, 7, 9, 16, 33)
+# Each path's register tile: 8 rows (AVX-512: every count up to it is a tile of its own), 3 (AVX-VNNI),
+# 2 (AVX2); rows past a multiple of each, and widths past a 32-input block and a 32-output task.
+ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33)
 
 
 @pytest.mark.parametrize("in_features,out_features", [(64, 48), (37, 5), (576, 96), (1, 3), (40, 7), (96, 33),
