@@ -302,9 +302,15 @@ def _built_library(flags: tuple[str, ...] = CFLAGS) -> Path:
 
 def _build_key(compiler: str, flags: tuple[str, ...]) -> str:
     """Sources, flags, compiler and CPU: a build made for another processor is never loaded here."""
-    texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
-    what = "|".join((*texts, " ".join(flags), compiler, cpu_model(), _cpu_flags()))
+    what = "|".join((sources_digest(), " ".join(flags), compiler, cpu_model(), _cpu_flags()))
     return hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def sources_digest() -> str:
+    """The C sources' and headers' hash: in the probe's cache key too, so a changed kernel is timed afresh."""
+    texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
+    return hashlib.sha256("|".join(texts).encode()).hexdigest()[:16]
 
 
 def _cpu_flags() -> str:

@@ -29,6 +29,7 @@ import torch
 
 from ssdbench.errors import error_line
 from ssdbench.cache import cache_file
+from ssdbench.kernels.gemv import sources_digest
 from ssdbench.machine_cache import read_entries, write_entry
 from ssdbench.profiling.environment import cpu_model
 
@@ -212,10 +213,12 @@ def default_cache_path() -> Path:
 
 
 def cache_key(device, dtype: torch.dtype, shapes: Sequence[tuple[int, int]], candidates: Sequence[str]) -> str:
-    """Host, processor, threads, dtype, shapes and candidates: what a choice depends on."""
+    """Host, processor, threads, dtype, shapes, candidates and our C kernels' sources: what a choice depends on
+    (a choice made before a kernel changed would keep the kernel's old speed)."""
     dev = torch.device(device)
     what = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_model()}|threads={torch.get_num_threads()}"
-    return f"{PROBE_VERSION}|{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
+    return (f"{PROBE_VERSION}|{platform.node()}|{dev.type}|{what}|{dtype}|{list(shapes)}|{','.join(candidates)}"
+            f"|c={sources_digest()}")
 
 
 def read_cached(path: Path, key: str, *, usable: Callable[[str], bool] = lambda kernel: True) -> DenseChoice | None:
