@@ -128,10 +128,12 @@ static void mix_values(const float *const *p, float *const *out, int64_t queries
 }
 
 /* The query heads of KV head g for `count` rows of one sequence (rows[]): k, v that head's cache
- * [S_max, D]. scores: room for count * group * (S_max + SLOT_BLOCK) floats; kt for D * SLOT_BLOCK. */
-static void attend_group(const float *qkv, const float *k, const float *v, float *out, const int64_t *rows,
-                         int64_t count, int64_t g, const int64_t *slots, const uint8_t *mask, const layer_dims *s,
-                         float *scores, float *kt) {
+ * [S_max, D]; kb its keys in transposed blocks [S_max / SLOT_BLOCK, D, SLOT_BLOCK], or NULL: each block
+ * is then transposed from k into kt. scores: room for count * group * (S_max + SLOT_BLOCK) floats; kt
+ * for D * SLOT_BLOCK. */
+static void attend_group(const float *qkv, const float *k, const float *kb, const float *v, float *out,
+                         const int64_t *rows, int64_t count, int64_t g, const int64_t *slots, const uint8_t *mask,
+                         const layer_dims *s, float *scores, float *kt) {
   const int64_t h = s->heads, group = s->heads / s->kv_heads, d = s->head_dim, width = (h + 2 * s->kv_heads) * d;
   const int64_t queries = count * group;
   const float *q[ROW_CHUNK * 64];
@@ -144,9 +146,12 @@ static void attend_group(const float *qkv, const float *k, const float *v, float
   const int64_t stride = (last + SLOT_BLOCK) / SLOT_BLOCK * SLOT_BLOCK; /* whole vectors of slots */
   for (int64_t jb = 0; jb <= last; jb += SLOT_BLOCK) {
     const int64_t n = last + 1 - jb < SLOT_BLOCK ? last + 1 - jb : SLOT_BLOCK;
-    for (int64_t i = 0; i < d; i++)
-      for (int64_t j = 0; j < SLOT_BLOCK; j++) kt[i * SLOT_BLOCK + j] = j < n ? k[(jb + j) * d + i] : 0.f;
-    score_block(q, queries, kt, scores, stride, jb, n, d, s->scale);
+    /* A block's lanes past n (slots past the last seen) hold zeros or stale keys: scored, never kept. */
+    const float *block = kb ? kb + jb * d : kt;
+    if (!kb)
+      for (int64_t i = 0; i < d; i++)
+        for (int64_t j = 0; j < SLOT_BLOCK; j++) kt[i * SLOT_BLOCK + j] = j < n ? k[(jb + j) * d + i] : 0.f;
+    score_block(q, queries, block, scores, stride, jb, n, d, s->scale);
   }
   for (int64_t r = 0; r < count; r++) {
     const int64_t row = rows[r];
@@ -167,10 +172,14 @@ static void attend_group(const float *qkv, const float *k, const float *v, float
   }
 }
 
+/* SLOT_BLOCK, for the cache's key blocks (models/kv_cache.py) to match this build. */
+int ssdbench_slot_block(void) { return SLOT_BLOCK; }
+
 /* q [N, (H + 2 Hkv) D] (q heads first); out [N, H D]. Tasks: (up to ROW_CHUNK rows of one sequence,
  * one KV head). Returns 0, or -1 without scratch memory. */
-int ssdbench_attend_rows(const float *qkv, const float *k_cache, const float *v_cache, float *out, const int64_t *seq,
-                           const int64_t *slots, const uint8_t *mask, const layer_dims *s) {
+int ssdbench_attend_rows(const float *qkv, const float *k_cache, const float *key_blocks, const float *v_cache,
+                         float *out, const int64_t *seq, const int64_t *slots, const uint8_t *mask,
+                         const layer_dims *s) {
   const int64_t n_rows = s->rows, hkv = s->kv_heads, group = s->heads / s->kv_heads, d = s->head_dim;
   if (group > 64) return -1;
   int64_t *order = malloc((size_t)n_rows * sizeof(int64_t)); /* rows grouped by sequence, in step order */
@@ -204,8 +213,9 @@ int ssdbench_attend_rows(const float *qkv, const float *k_cache, const float *v_
     for (int64_t task = 0; task < tasks; task++) {
       if (!scores || !kt) continue;
       const int64_t c = task / hkv, g = task % hkv, first = chunks[c], count = chunks[c + 1] - first;
-      const int64_t at = (seq[order[first]] * hkv + g) * s->max_len * d;
-      attend_group(qkv, k_cache + at, v_cache + at, out, order + first, count, g, slots, mask, s, scores, kt);
+      const int64_t head = seq[order[first]] * hkv + g, at = head * s->max_len * d;
+      const float *kb = key_blocks ? key_blocks + head * key_block_floats(s) : NULL;
+      attend_group(qkv, k_cache + at, kb, v_cache + at, out, order + first, count, g, slots, mask, s, scores, kt);
     }
     free(scores);
     free(kt);

@@ -95,7 +95,8 @@ static void silu_times(const float *gate, const float *up, float *y, int64_t n) 
   for (; i < n; i++) y[i] = gate[i] / (1.f + expf(-gate[i])) * up[i];
 }
 /* x [N, hidden] (the residual stream, updated in place); cos, sin [N, D] at each row's position;
- * k_cache, v_cache: this layer's [B, Hkv, S_max, D]; seq [N]: each row's sequence (cache row);
+ * k_cache, v_cache: this layer's [B, Hkv, S_max, D]; key_blocks: its keys again in transposed blocks
+ * [B, Hkv, S_max / SLOT_BLOCK, D, SLOT_BLOCK] (written here too), or NULL; seq [N]: each row's sequence (cache row);
  * slots [N]: where each row's K/V goes; mask [N, span] (uint8) or NULL for the causal chain.
  * q_norm, k_norm [D] or NULL. Returns 0; -1 when scratch memory could not be had; -2 when a
  * sequence, slot or span lies outside the cache (nothing is written then); -3 when a projection
@@ -103,8 +104,8 @@ static void silu_times(const float *gate, const float *up, float *y, int64_t n) 
 int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_norm, const projection *qkv,
                           const projection *o, const projection *gate_up, const projection *down,
                           const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
-                          float *k_cache, float *v_cache, const int64_t *seq, const int64_t *slots,
-                          const uint8_t *mask, const layer_dims *s) {
+                          float *k_cache, float *key_blocks, float *v_cache, const int64_t *seq,
+                          const int64_t *slots, const uint8_t *mask, const layer_dims *s) {
   const int64_t n_rows = s->rows, hid = s->hidden, d = s->head_dim, h = s->heads, hkv = s->kv_heads;
   const int64_t width = (h + 2 * hkv) * d, inter = gate_up->out / 2;
   const int32_t threads = s->threads;
@@ -137,10 +138,15 @@ int ssdbench_decode_layer(float *x, const float *attn_norm, const float *mlp_nor
   for (int64_t n = 0; n < n_rows; n++) /* every row's K/V before any row attends */
     for (int64_t g = 0; g < hkv; g++) {
       const int64_t at = ((seq[n] * hkv + g) * s->max_len + slots[n]) * d;
-      memcpy(k_cache + at, proj + n * width + (h + g) * d, (size_t)d * sizeof(float));
+      const float *key = proj + n * width + (h + g) * d;
+      memcpy(k_cache + at, key, (size_t)d * sizeof(float));
       memcpy(v_cache + at, proj + n * width + (h + hkv + g) * d, (size_t)d * sizeof(float));
+      if (key_blocks) { /* slot j, dim i at block j / SLOT_BLOCK, [i][j % SLOT_BLOCK] */
+        float *block = key_blocks + (seq[n] * hkv + g) * key_block_floats(s) + slots[n] / SLOT_BLOCK * SLOT_BLOCK * d;
+        for (int64_t i = 0; i < d; i++) block[i * SLOT_BLOCK + slots[n] % SLOT_BLOCK] = key[i];
+      }
     }
-  if (ssdbench_attend_rows(proj, k_cache, v_cache, attn, seq, slots, mask, s) != 0) {
+  if (ssdbench_attend_rows(proj, k_cache, key_blocks, v_cache, attn, seq, slots, mask, s) != 0) {
     status = -1;
     goto done;
   }

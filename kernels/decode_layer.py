@@ -78,6 +78,7 @@ class FusedDecode:
 
     def __init__(self, model) -> None:
         self._fn = library().ssdbench_decode_layer
+        self.slot_block = library().ssdbench_slot_block()  # slots per transposed key block
         self.model = model
         linears = [f for l in model.layers for f in (l.qkv, l.o, l.gate_up, l.down)]
         # Row counts where some projection changes kernel: a regime per run of row counts between them.
@@ -100,6 +101,18 @@ class FusedDecode:
             return cls(model)
         except OSError:  # the library cannot be built here: the Python path serves
             return None
+
+    def add_key_blocks(self, cache) -> None:
+        """Give `cache` the transposed key blocks this build's attention scores from (models/kv_cache.py)."""
+        cache.add_key_blocks(self.slot_block)
+
+    def _key_blocks(self, cache) -> list[int | None]:
+        """Each layer's key-block pointer, or None per layer where the cache keeps none of this build's width
+        (attention then transposes the keys itself)."""
+        kb = cache.key_blocks
+        if kb is None or kb.shape[-1] != self.slot_block:
+            return [None] * cache.k.shape[0]
+        return [kb[i].data_ptr() if kb[i].is_contiguous() else None for i in range(kb.shape[0])]
 
     def _projections(self, rows: int) -> list[tuple[Projection, ...]] | None:
         """Each layer's (qkv, o, gate_up, down) for a step of `rows` rows, or None where one is not ours."""
@@ -135,6 +148,7 @@ class FusedDecode:
         dims = LayerDims(rows, cache.batch_size, s.hidden, s.num_heads, s.num_kv_heads, s.head_dim, cache.max_len,
                          span, s.rms_norm_eps, self.model.scale, torch.get_num_threads())
         mask_ptr = ctypes.c_void_p(_ptr(mask))
+        key_blocks = self._key_blocks(cache)
         for i, ((qkv, o, gate_up, down), (attn_norm, mlp_norm, q_norm, k_norm)) in enumerate(
                 zip(self._projections(rows), self.norms)):
             status = self._fn(
@@ -142,7 +156,8 @@ class FusedDecode:
                 ctypes.c_void_p(mlp_norm.data_ptr()), ctypes.byref(qkv), ctypes.byref(o), ctypes.byref(gate_up),
                 ctypes.byref(down), ctypes.c_void_p(_ptr(q_norm)), ctypes.c_void_p(_ptr(k_norm)),
                 ctypes.c_void_p(cos.data_ptr()), ctypes.c_void_p(sin.data_ptr()),
-                ctypes.c_void_p(cache.k[i].data_ptr()), ctypes.c_void_p(cache.v[i].data_ptr()),
+                ctypes.c_void_p(cache.k[i].data_ptr()), ctypes.c_void_p(key_blocks[i]),
+                ctypes.c_void_p(cache.v[i].data_ptr()),
                 ctypes.c_void_p(seq.data_ptr()), ctypes.c_void_p(slots.data_ptr()), mask_ptr, ctypes.byref(dims))
             if status == -2:
                 raise IndexError(f"a cache slot outside [0, {cache.max_len}) or a span past it: "

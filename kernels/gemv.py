@@ -262,6 +262,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None, str | None]:
     lib.ssdbench_f32_peak.argtypes, lib.ssdbench_f32_peak.restype = [ctypes.c_int64, ctypes.c_float], ctypes.c_int64
     layer = lib.ssdbench_decode_layer  # decode_layer.py gives its argument types
     layer.restype = ctypes.c_int
+    lib.ssdbench_slot_block.restype = ctypes.c_int
     return lib, None, fallback
 
 

@@ -88,6 +88,8 @@ class NativeCausalLM:
         s = self.shape
         self.cache = StaticKVCache(num_layers=s.num_layers, batch_size=batch_size, num_kv_heads=s.num_kv_heads,
                                    max_len=max_len, head_dim=s.head_dim, device=self.device, dtype=self.dtype)
+        if self.fused is not None:  # its attention reads the keys in transposed blocks
+            self.fused.add_key_blocks(self.cache)
         if self._cos.shape[0] < max_len:
             self._cos, self._sin = _rope_tables(s, max_len, device=self.device, dtype=self.dtype)
 

@@ -77,9 +77,11 @@ def weight_bytes(shape: ModelShape, *, itemsize: int, is_int8: bool = False) -> 
     return (linears + head) * 1 + embed * itemsize
 
 
-def kv_cache_bytes(shape: ModelShape, *, batch_size: int, num_slots: int, itemsize: int) -> int:
-    """K and V [L, B, Hkv, S, D], plus the RoPE tables [S, D] cos and sin."""
-    per_slot = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * batch_size
+def kv_cache_bytes(shape: ModelShape, *, batch_size: int, num_slots: int, itemsize: int,
+                   key_blocks: bool = False) -> int:
+    """K and V [L, B, Hkv, S, D], plus the RoPE tables [S, D] cos and sin; with `key_blocks` the keys once more
+    (the fused CPU step's transposed blocks, kv_cache.py)."""
+    per_slot = (3 if key_blocks else 2) * shape.num_layers * shape.num_kv_heads * shape.head_dim * batch_size
     return (per_slot + 2 * shape.head_dim) * num_slots * itemsize
 
 
@@ -99,7 +101,9 @@ def role_need(role: str, device: str, shape: ModelShape, lengths: Lengths, *, it
     if device.startswith("cpu"):
         weights += shape.num_params() * CPU_CHECKPOINT_BYTES
     slots = lengths.num_slots
-    kv = kv_cache_bytes(shape, batch_size=lengths.batch_size, num_slots=slots, itemsize=itemsize) * num_copies
+    fused = device.startswith("cpu") and itemsize == 4  # where the fused step may run: its key blocks too
+    kv = kv_cache_bytes(shape, batch_size=lengths.batch_size, num_slots=slots, itemsize=itemsize,
+                        key_blocks=fused) * num_copies
     prefill = activation_bytes(shape, batch_size=lengths.batch_size, num_tokens=lengths.prompt_tokens,
                                span=lengths.prompt_tokens, itemsize=itemsize)
     step = activation_bytes(shape, batch_size=lengths.batch_size, num_tokens=lengths.step_tokens, span=slots,

@@ -30,6 +30,17 @@ def test_kv_cache_per_token_matches_the_published_shapes():
         assert mp.kv_cache_bytes(shape, batch_size=4, num_slots=1000, itemsize=2) == 4 * one - 3 * 1000 * rope
 
 
+def test_a_cpu_float32_cache_counts_the_key_blocks_the_fused_step_keeps():
+    """The keys once more: 3 of K, V, K per slot where 2 were, on the CPU in float32 only."""
+    shape, lengths = known_shape("llama-3.2-1b"), mp.Lengths(batch_size=1, prompt_tokens=100, max_new_tokens=100, k=4)
+    plain = mp.kv_cache_bytes(shape, batch_size=1, num_slots=1000, itemsize=4)
+    blocked = mp.kv_cache_bytes(shape, batch_size=1, num_slots=1000, itemsize=4, key_blocks=True)
+    rope = 2 * shape.head_dim * 4 * 1000
+    assert (blocked - rope) * 2 == (plain - rope) * 3
+    cpu, gpu = (mp.role_need("target", device, shape, lengths, itemsize=4) for device in ("cpu", "cuda:0"))
+    assert cpu.kv_cache > gpu.kv_cache
+
+
 def test_prefill_logits_dominate_activations_for_a_long_prompt():
     """fp32 logits [B, T, V] for an 8192-token prompt on a 128k vocabulary are 4.2 GB by themselves."""
     shape = known_shape("llama-3.1-8b")
