@@ -75,7 +75,10 @@ static void rms_norm_rows(const float *x, const float *w, float *y, int64_t rows
 static void rope(float *x, const float *cos_t, const float *sin_t, int64_t d) {
   float tmp[MAX_HEAD_DIM];
   const int64_t half = d / 2;
-  for (int64_t i = 0; i < d; i++) tmp[i] = x[i] * cos_t[i] + x[(i + half) % d] * sin_t[i];
+  /* The two halves apart, with the same terms as x[i] cos + x[(i + half) % d] sin: without the modulo the
+   * loops vectorise (rope had been ~4% of the int8 draft's 140-token prefill, one core of an AMD EPYC). */
+  for (int64_t i = 0; i < half; i++) tmp[i] = x[i] * cos_t[i] + x[i + half] * sin_t[i];
+  for (int64_t i = half; i < d; i++) tmp[i] = x[i] * cos_t[i] + x[i - half] * sin_t[i];
   memcpy(x, tmp, (size_t)d * sizeof(float));
 }
 

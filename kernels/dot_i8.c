@@ -21,11 +21,12 @@
 #include <string.h>
 
 #include "gemv.h"
+#include "quant_block.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-#define QBLOCK 32
+#define QBLOCK QUANT_BLOCK
 #define ROW_BLOCK 4
 
 /* Rows are quantised apart (a row's result is the same on any thread): a prefill's many rows on every
@@ -39,14 +40,8 @@ static void quantize_rows(const float *x, int8_t *qx, float *dx, int64_t rows, i
   for (int64_t r = 0; r < rows; r++)
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
-      float top = 0.f;
-      for (int64_t i = lo; i < hi; i++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
-        const float a = fabsf(x[r * in + i]);
-        top = a > top ? a : top;
-      }
-      const float d = top / 127.f, inv = top > 0.f ? 127.f / top : 0.f;
-      dx[r * blocks + b] = d;
-      for (int64_t i = lo; i < hi; i++) qx[r * in + i] = (int8_t)rintf(x[r * in + i] * inv); /* ties to even */
+      int32_t sum; /* vnni_i8.c's: not needed here */
+      dx[r * blocks + b] = quantize_block(x + r * in + lo, qx + r * in + lo, hi - lo, &sum);
     }
 }
 

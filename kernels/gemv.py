@@ -38,7 +38,7 @@ SOURCE = Path(__file__).with_name("gemv.c")
 # projections (gemv.h) and attention.c (decode_layer.h).
 SOURCES = (SOURCE, *(Path(__file__).with_name(name) for name in ("packed_f32.c", "dot_i8.c", "tiles_i8.c",
                                                                   "vnni_i8.c", "attention.c", "decode_layer.c")))
-HEADERS = tuple(Path(__file__).with_name(name) for name in ("gemv.h", "decode_layer.h", "slot_vec.h"))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("gemv.h", "decode_layer.h", "slot_vec.h", "quant_block.h"))
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SERIAL_CFLAGS = tuple(flag for flag in CFLAGS if flag != "-fopenmp")
 OPENMP_RUNTIME = re.compile(r"/lib(gomp|omp|iomp5)\b[^/]*\.so[^/]*$")  # GNU, LLVM and Intel's runtimes

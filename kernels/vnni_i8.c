@@ -39,11 +39,12 @@
 #include <string.h>
 
 #include "gemv.h"
+#include "quant_block.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-#define QBLOCK 32     /* inputs per activation scale */
+#define QBLOCK QUANT_BLOCK /* inputs per activation scale */
 #define GROUP 4       /* inputs per 32-bit lane of vpdpbusd */
 #define LINE_OUT 16   /* outputs per packed 64-byte line */
 #define TILE_OUT 32   /* outputs per thread task: packing pads `out` to a multiple of it */
@@ -108,20 +109,10 @@ static void quantize_rows(const float *x, int8_t *q, float *dx, int32_t *qsum, i
   for (int64_t r = 0; r < rows; r++)
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t lo = b * QBLOCK, hi = lo + QBLOCK < in ? lo + QBLOCK : in;
-      float top = 0.f;
-      for (int64_t i = lo; i < hi; i++) { /* not fmaxf, nor lrintf below: library calls without -ffast-math */
-        const float a = fabsf(x[r * in + i]);
-        top = a > top ? a : top;
-      }
-      const float inv = top > 0.f ? 127.f / top : 0.f;
       const int64_t end = lo + QBLOCK < in_p ? lo + QBLOCK : in_p;
-      int32_t sum = 0;
-      dx[r * blocks + b] = top / 127.f;
-      for (int64_t i = lo; i < end; i++) {
-        const int32_t v = i < hi ? (int32_t)rintf(x[r * in + i] * inv) : 0;
-        q[r * in_p + i] = (int8_t)v;
-        sum += v;
-      }
+      int32_t sum;
+      dx[r * blocks + b] = quantize_block(x + r * in + lo, q + r * in_p + lo, hi - lo, &sum);
+      memset(q + r * in_p + hi, 0, (size_t)(end - hi));
       qsum[r * blocks + b] = -128 * sum;
     }
 }

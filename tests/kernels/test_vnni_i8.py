@@ -9,6 +9,7 @@ import torch
 from ssdbench.errors import UsageError
 from ssdbench.kernels import gemv
 from ssdbench.kernels.gemv import gemv_i8_unavailable_reason, vnni_i8_path, vnni_i8_unavailable_reason
+from ssdbench.models.int8.rows import Int8DotLinear
 from ssdbench.models.int8.select import INT8_CANDIDATES, select_int8_kernel
 from ssdbench.models.int8.vnni import INT8_VNNI, Int8VnniLinear
 from test_int8_kernels import ISA_PATHS, cc_without, int8_inputs_reference, isa_build, on_every_isa_build  # noqa: F401
@@ -57,6 +58,22 @@ def test_block_sums_are_exact_integers_at_the_extremes(isa_build, in_features):
     w, x, exact = extreme_case(in_features, 40, 9)
     got = Int8VnniLinear(w, None, device="cpu")(x)
     assert torch.equal(got.double(), exact)
+
+
+@pytest.mark.parametrize("linear_class", [Int8VnniLinear, Int8DotLinear])
+def test_activations_round_halves_to_even_on_every_path(isa_build, linear_class):
+    """kernels/quant_block.h, which both kernels quantise with (vector lanes with AVX-512, one float at a
+    time otherwise): with 127 in every 32-input block the scale is 1, so q = rint(x), and halves go to the
+    even integer as rintf's do, not away from zero. Weights 127 * identity give y = 127 q exactly."""
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 126.5, -126.5, 4.5, 0.25, -3.75])
+    x = torch.zeros(2, 64)  # [rows, in]: two blocks a row, the halves in every block, 127 first
+    for block in (0, 32):
+        x[:, block] = 127.0
+        x[:, block + 1 : block + 1 + len(halves)] = halves
+    x[1] = -x[1]
+    w = 127 * torch.eye(64)  # [out, in]: scale 1, integer 127
+    got = linear_class(w, None, device="cpu")(x)
+    assert torch.equal(got / 127, torch.round(x))  # torch.round: ties to even
 
 
 def test_every_instruction_path_gives_the_same_bits(tmp_path, monkeypatch):
